@@ -1,0 +1,11 @@
+// Command etcd is the etcd server, built from the pinned go.etcd.io/etcd/server module
+// so that nodejoin's local control plane runs a known release.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }

@@ -1,0 +1,341 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/pki"
+	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+// Cluster is a running control plane.
+type Cluster struct {
+	opts Options
+	pki  PKI
+	ca   *pki.CA
+	ns   netns.NS // zero in loopback mode
+
+	apiListen netip.AddrPort // where kube-apiserver binds
+	etcdPorts [2]int         // client, peer (inside the namespace, or on the host's loopback)
+	endpoint  string         // API URL as the host sees it
+
+	fwdCancel context.CancelFunc
+	fwdDone   chan struct{}
+
+	mu        sync.Mutex
+	etcd      *process.Process
+	apiserver *process.Process
+	expected  map[*process.Process]bool // daemons stopped on purpose
+	state     State
+	failed    chan error
+}
+
+// Start brings up etcd and kube-apiserver and returns once the API server is ready. On
+// failure it stops whatever it started and returns an error that quotes the failing
+// daemon's log.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if s, err := ReadState(opts.StateDir); err == nil {
+		if s.Running() {
+			return nil, fmt.Errorf("cluster %s is running already (state in %s); stop it with `nodejoin down --name %s`", s.Name, opts.StateDir, s.Name)
+		}
+		return nil, fmt.Errorf("cluster %s left state behind in %s; clean it up with `nodejoin down --name %s`", s.Name, opts.StateDir, s.Name)
+	} else if !errors.Is(err, ErrNoCluster) {
+		return nil, err
+	}
+	binDir := opts.BinDir
+	if binDir == "" {
+		binDir = toolbin.Dir()
+	}
+	opts.BinDir = binDir
+	for _, b := range []string{toolbin.Etcd, toolbin.KubeAPIServer} {
+		if _, err := toolbin.Find(binDir, b); err != nil {
+			return nil, err
+		}
+	}
+
+	c = &Cluster{
+		opts:     opts,
+		pki:      newPKIPaths(filepath.Join(opts.StateDir, "pki")),
+		expected: map[*process.Process]bool{},
+		failed:   make(chan error, 1),
+	}
+	// An earlier failed start may have left files; it never left a live cluster (no
+	// state file), so they are stale.
+	for _, stale := range []string{"pki", "etcd", "kubeconfig"} {
+		if err := os.RemoveAll(filepath.Join(opts.StateDir, stale)); err != nil {
+			return nil, fmt.Errorf("removing stale %s: %w", stale, err)
+		}
+	}
+	for _, d := range []string{opts.StateDir, c.logDir(), c.pki.Dir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	self, err := process.IdentityOf(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	c.state = State{Name: opts.Name, Network: opts.Network, Owner: self, Daemons: map[string]process.Identity{}}
+	if err := writeState(opts.StateDir, &c.state); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			stopErr := c.Stop(context.WithoutCancel(ctx))
+			err = errors.Join(err, stopErr)
+		}
+	}()
+
+	if err := c.step("generating certificates", func() error {
+		c.ca, err = generatePKI(c.pki, &c.opts)
+		return err
+	}); err != nil {
+		return c, err
+	}
+	if err := c.step("creating network", func() error { return c.setupNetwork(ctx) }); err != nil {
+		return c, err
+	}
+	if err := c.step("starting etcd", func() error { return c.startEtcd(ctx) }); err != nil {
+		return c, err
+	}
+	if err := c.step("starting kube-apiserver", func() error { return c.StartAPIServer(ctx) }); err != nil {
+		return c, err
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		return c, err
+	}
+	c.mu.Lock()
+	c.state.Ready = true
+	c.state.Endpoint = c.endpoint
+	c.state.Kubeconfig = c.KubeconfigPath()
+	err = writeState(opts.StateDir, &c.state)
+	c.mu.Unlock()
+	return c, err
+}
+
+func (c *Cluster) step(what string, fn func() error) error {
+	start := time.Now()
+	fmt.Fprintf(c.opts.Progress, " • %s\n", what)
+	if err := fn(); err != nil {
+		fmt.Fprintf(c.opts.Progress, " ✗ %s failed after %s\n", what, since(start))
+		return err
+	}
+	fmt.Fprintf(c.opts.Progress, " ✓ %s (%s)\n", what, since(start))
+	return nil
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+func (c *Cluster) logDir() string { return filepath.Join(c.opts.StateDir, "logs") }
+
+func (c *Cluster) setupNetwork(ctx context.Context) error {
+	if c.opts.Network == NetworkLoopback {
+		ports, err := freePorts(3)
+		if err != nil {
+			return err
+		}
+		apiPort := ports[2]
+		if c.opts.APIPort != 0 {
+			apiPort = c.opts.APIPort
+		}
+		c.etcdPorts = [2]int{ports[0], ports[1]}
+		c.apiListen = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(apiPort))
+		c.endpoint = "https://" + c.apiListen.String()
+		return nil
+	}
+	if err := netns.CheckHostOverlap(c.opts.NodeCIDR); err != nil {
+		return err
+	}
+	name := "nodejoin-" + c.opts.Name
+	ns, err := netns.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	c.ns = ns
+	c.mu.Lock()
+	c.state.Namespace = name
+	err = writeState(c.opts.StateDir, &c.state)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	bridge := netip.PrefixFrom(c.opts.BridgeAddr(), c.opts.NodeCIDR.Bits())
+	if err := ns.AddBridge(ctx, BridgeName, bridge); err != nil {
+		return err
+	}
+	// The namespace has a loopback of its own, so fixed ports cannot collide.
+	c.etcdPorts = [2]int{2379, 2380}
+	c.apiListen = netip.AddrPortFrom(c.opts.BridgeAddr(), apiserverPort)
+
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.opts.APIPort)))
+	if err != nil {
+		return fmt.Errorf("listening on the host's loopback for the API: %w", err)
+	}
+	c.endpoint = "https://" + l.Addr().String()
+	fwdCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.fwdCancel, c.fwdDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.fwdDone)
+		if err := ns.Forward(fwdCtx, l, c.apiListen.String(), c.opts.Log); err != nil {
+			c.fail(fmt.Errorf("forwarding the API port: %w", err))
+		}
+	}()
+	return nil
+}
+
+// dial connects to an address where the control plane listens.
+func (c *Cluster) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.ns.Name != "" {
+		return c.ns.DialContext(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// launch starts a daemon, inside the cluster namespace when there is one, and records it.
+func (c *Cluster) launch(name string, argv []string) (*process.Process, error) {
+	if c.ns.Name != "" {
+		argv = c.ns.Wrap(argv)
+	}
+	p, err := process.Start(process.Spec{Name: name, Argv: argv, LogFile: filepath.Join(c.logDir(), name+".log")})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.state.Daemons[name] = p.Identity()
+	err = writeState(c.opts.StateDir, &c.state)
+	c.mu.Unlock()
+	go func() {
+		<-p.Done()
+		c.mu.Lock()
+		expected := c.expected[p]
+		c.mu.Unlock()
+		if !expected {
+			c.fail(fmt.Errorf("%w\nlast lines of %s:\n%s", p.Err(), p.LogFile(), p.LogTail(15)))
+		}
+	}()
+	return p, err
+}
+
+func (c *Cluster) fail(err error) {
+	select {
+	case c.failed <- err:
+	default:
+	}
+}
+
+// Failed delivers an error when a daemon exits, or the API forwarding fails, without
+// being asked to stop.
+func (c *Cluster) Failed() <-chan error { return c.failed }
+
+// stopDaemon stops p on purpose.
+func (c *Cluster) stopDaemon(p *process.Process, grace time.Duration) {
+	if p == nil {
+		return
+	}
+	c.mu.Lock()
+	c.expected[p] = true
+	c.mu.Unlock()
+	if grace == 0 {
+		p.Kill()
+	} else {
+		p.Stop(grace)
+	}
+}
+
+// Stop stops the API server, then etcd, stops forwarding, deletes the cluster namespace
+// and removes the state file. The state directory itself, with logs, stays.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	apiserver, etcd := c.apiserver, c.etcd
+	c.mu.Unlock()
+	c.stopDaemon(apiserver, 10*time.Second)
+	c.stopDaemon(etcd, 10*time.Second)
+	if c.fwdCancel != nil {
+		c.fwdCancel()
+		<-c.fwdDone
+	}
+	var errs []error
+	if c.ns.Name != "" {
+		if err := netns.Delete(ctx, c.ns.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(filepath.Join(c.opts.StateDir, StateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Name is the cluster's name.
+func (c *Cluster) Name() string { return c.opts.Name }
+
+// StateDir is the cluster's state directory.
+func (c *Cluster) StateDir() string { return c.opts.StateDir }
+
+// Endpoint is the API server's URL as seen from the host.
+func (c *Cluster) Endpoint() string { return c.endpoint }
+
+// CA is the cluster certificate authority.
+func (c *Cluster) CA() *pki.CA { return c.ca }
+
+// CAFile is the path of the cluster CA certificate.
+func (c *Cluster) CAFile() string { return c.pki.CA.Cert }
+
+// PKI returns the paths of the cluster's certificates and keys.
+func (c *Cluster) PKI() PKI { return c.pki }
+
+// Namespace is the cluster network namespace (zero in loopback mode).
+func (c *Cluster) Namespace() netns.NS { return c.ns }
+
+// Options returns the options the cluster runs with, defaults filled in.
+func (c *Cluster) Options() Options { return c.opts }
+
+// RESTConfig returns a client configuration with cluster-admin rights.
+func (c *Cluster) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host: c.endpoint,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   c.pki.CA.Cert,
+			CertFile: c.pki.Admin.Cert,
+			KeyFile:  c.pki.Admin.Key,
+		},
+		QPS:   100,
+		Burst: 200,
+	}
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

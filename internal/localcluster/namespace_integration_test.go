@@ -1,0 +1,124 @@
+package localcluster_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+func hostAddrs(t *testing.T) []string {
+	t.Helper()
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range ifaces {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			out = append(out, i.Name+" "+a.String())
+		}
+		if len(addrs) == 0 {
+			out = append(out, i.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// As root the control plane runs in a namespace of its own; the host sees only a
+// forwarded loopback port, and Destroy leaves nothing behind.
+func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
+	testenv.RequireIntegration(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root; namespace mode must be tested there")
+		}
+		t.Skip("namespace mode needs root")
+	}
+	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Kubectl)
+	before := hostAddrs(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	var progress bytes.Buffer
+	c, err := localcluster.Start(t.Context(), localcluster.Options{
+		Name:          "nstest",
+		StateDir:      stateDir,
+		BinDir:        bin,
+		Network:       localcluster.NetworkNamespace,
+		UnsafeNoFsync: true,
+		Progress:      &progress,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			_ = localcluster.Destroy(context.Background(), stateDir)
+		}
+	})
+	for _, step := range []string{"✓ generating certificates", "✓ creating network", "✓ starting etcd", "✓ starting kube-apiserver"} {
+		if !strings.Contains(progress.String(), step) {
+			t.Errorf("progress lacks %q:\n%s", step, progress.String())
+		}
+	}
+	if !strings.HasPrefix(c.Endpoint(), "https://127.0.0.1:") {
+		t.Errorf("endpoint %s is not on the host's loopback", c.Endpoint())
+	}
+	if after := hostAddrs(t); !slices.Equal(before, after) {
+		t.Errorf("host interfaces changed:\nbefore %v\nafter  %v", before, after)
+	}
+
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath()}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if got := kubectl("get", "--raw", "/readyz"); got != "ok" {
+		t.Errorf("readyz = %q", got)
+	}
+	if got := kubectl("version"); !strings.Contains(got, "Server Version: v1.37.1") {
+		t.Errorf("kubectl version:\n%s", got)
+	}
+	// The kubernetes service points at the bridge address, where instances reach the API.
+	if got := kubectl("get", "endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes", "-o", "jsonpath={.items[0].endpoints[0].addresses[0]}"); got != localcluster.DefaultNodeCIDR.Addr().Next().String() {
+		t.Errorf("kubernetes service endpoint = %q, want the bridge address", got)
+	}
+
+	s, err := localcluster.ReadState(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready || s.Namespace != "nodejoin-nstest" || len(s.Daemons) != 2 {
+		t.Errorf("state = %+v", s)
+	}
+	if err := localcluster.Destroy(t.Context(), stateDir); err != nil {
+		t.Fatal(err)
+	}
+	destroyed = true
+	for name, id := range s.Daemons {
+		if id.Alive() {
+			t.Errorf("%s (pid %d) survived Destroy", name, id.PID)
+		}
+	}
+	if (netns.NS{Name: s.Namespace}).Exists() {
+		t.Errorf("namespace %s survived Destroy", s.Namespace)
+	}
+	if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
+		t.Errorf("state directory survived Destroy: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package localcluster
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+	"github.com/nodejoin/nodejoin/internal/pki"
+)
+
+const (
+	caValidity   = 10 * 365 * 24 * time.Hour
+	leafValidity = 365 * 24 * time.Hour
+)
+
+// certFiles are the paths of one certificate and key under pki/.
+type certFiles struct{ Cert, Key string }
+
+// PKI holds the paths of the cluster's certificates and keys.
+type PKI struct {
+	Dir                  string
+	CA                   certFiles
+	APIServer            certFiles // serving certificate of kube-apiserver
+	APIServerKubelet     certFiles // kube-apiserver's client certificate towards kubelets
+	APIServerEtcd        certFiles // kube-apiserver's client certificate towards etcd
+	Etcd                 certFiles // etcd's serving and peer certificate
+	Admin                certFiles // cluster administrator, group system:masters
+	ServiceAccountKey    string
+	ServiceAccountPublic string
+}
+
+func newPKIPaths(dir string) PKI {
+	pair := func(name string) certFiles {
+		return certFiles{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
+	}
+	return PKI{
+		Dir:                  dir,
+		CA:                   pair("ca"),
+		APIServer:            pair("apiserver"),
+		APIServerKubelet:     pair("apiserver-kubelet-client"),
+		APIServerEtcd:        pair("apiserver-etcd-client"),
+		Etcd:                 pair("etcd-server"),
+		Admin:                pair("admin"),
+		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
+		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
+	}
+}
+
+// generatePKI creates the cluster CA and every certificate the control plane needs.
+// One CA signs everything: it is the CA that kubelets trust for the API server and that
+// the CSR signer issues node certificates from, as on EKS.
+func generatePKI(p PKI, o *Options) (*pki.CA, error) {
+	ca, err := pki.NewCA("nodejoin-"+o.Name, caValidity)
+	if err != nil {
+		return nil, err
+	}
+	if err := ca.Write(p.CA.Cert, p.CA.Key); err != nil {
+		return nil, err
+	}
+	loopback := net.IPv4(127, 0, 0, 1)
+	apiIPs := []net.IP{loopback, net.IP(o.serviceIP().AsSlice())}
+	if o.Network == NetworkNamespace {
+		apiIPs = append(apiIPs, net.IP(o.BridgeAddr().AsSlice()))
+	}
+	leaves := []struct {
+		files certFiles
+		req   pki.Request
+	}{
+		{p.APIServer, pki.Request{
+			CommonName: "kube-apiserver",
+			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+				"kubernetes.default.svc.cluster.local"},
+			IPs:   apiIPs,
+			Usage: pki.ServerAuth,
+		}},
+		// The kubelet authorizes the API server's requests with a SubjectAccessReview;
+		// system:masters passes it.
+		{p.APIServerKubelet, pki.Request{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}, Usage: pki.ClientAuth}},
+		{p.APIServerEtcd, pki.Request{CommonName: "kube-apiserver-etcd-client", Usage: pki.ClientAuth}},
+		{p.Etcd, pki.Request{CommonName: "etcd", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth | pki.ClientAuth}},
+		{p.Admin, pki.Request{CommonName: "nodejoin-admin", Organization: []string{"system:masters"}, Usage: pki.ClientAuth}},
+	}
+	for _, l := range leaves {
+		l.req.Validity = leafValidity
+		kp, err := ca.Issue(l.req)
+		if err != nil {
+			return nil, err
+		}
+		if err := kp.Write(l.files.Cert, l.files.Key); err != nil {
+			return nil, err
+		}
+	}
+	sa, err := pki.NewSigningKey()
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := pki.EncodeKey(sa)
+	if err != nil {
+		return nil, err
+	}
+	saPub, err := pki.EncodePublicKey(sa)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(p.ServiceAccountKey, saKey, 0o600); err != nil {
+		return nil, fmt.Errorf("writing service-account key: %w", err)
+	}
+	if err := atomicfile.WriteFile(p.ServiceAccountPublic, saPub, 0o644); err != nil {
+		return nil, fmt.Errorf("writing service-account public key: %w", err)
+	}
+	return ca, nil
+}

@@ -1,0 +1,96 @@
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/process"
+)
+
+// StateFile is the name of the file in the state directory that records what a running
+// cluster consists of, so that `nodejoin down` can stop it from another process.
+const StateFile = "cluster.json"
+
+// ErrNoCluster reports that a state directory holds no cluster.
+var ErrNoCluster = errors.New("no cluster")
+
+// State is what cluster.json records.
+type State struct {
+	Name      string  `json:"name"`
+	Network   Network `json:"network"`
+	Namespace string  `json:"namespace,omitempty"`
+	// Endpoint is the API server URL as the host sees it.
+	Endpoint   string `json:"endpoint,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Owner is the process that runs the cluster (it forwards the API port and stops
+	// the daemons on SIGTERM).
+	Owner process.Identity `json:"owner"`
+	// Daemons are the cluster's child processes by name.
+	Daemons map[string]process.Identity `json:"daemons,omitempty"`
+	// Ready is set once the API server answered /readyz.
+	Ready bool `json:"ready"`
+}
+
+// ReadState reads the state file of the cluster in dir.
+func ReadState(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoCluster, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading cluster state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &s, nil
+}
+
+func writeState(dir string, s *State) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding cluster state: %w", err)
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+}
+
+// Running reports whether the cluster's owner process is alive.
+func (s *State) Running() bool { return s.Owner.Alive() }
+
+// Destroy stops whatever the cluster in dir left running — first its owner, which stops
+// its daemons in order, then any daemon that outlived it — deletes its network
+// namespace and removes dir. It works on a half-started or crashed cluster too; a dir
+// without a state file is removed as it is.
+func Destroy(ctx context.Context, dir string) error {
+	s, err := ReadState(dir)
+	switch {
+	case errors.Is(err, ErrNoCluster):
+	case err != nil:
+		return err
+	default:
+		if s.Owner.PID != os.Getpid() {
+			process.Terminate(s.Owner, 30*time.Second)
+		}
+		for _, id := range s.Daemons {
+			process.Terminate(id, 10*time.Second)
+		}
+		if s.Namespace != "" {
+			if err := netns.Delete(ctx, s.Namespace); err != nil {
+				return fmt.Errorf("deleting network namespace of cluster %s: %w", s.Name, err)
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing state directory: %w", err)
+	}
+	return nil
+}
