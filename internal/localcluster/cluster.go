@@ -162,7 +162,7 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if err := netns.CheckHostOverlap(c.opts.NodeCIDR); err != nil {
 		return err
 	}
-	name := "nodejoin-" + c.opts.Name
+	name := namespaceName(c.opts.Name)
 	ns, err := netns.Create(ctx, name)
 	if err != nil {
 		return err

@@ -94,3 +94,35 @@ func Destroy(ctx context.Context, dir string) error {
 	}
 	return nil
 }
+
+// namespaceName is the network namespace of the cluster named name.
+func namespaceName(name string) string { return "nodejoin-" + name }
+
+// LeftoverNamespace returns the name of the cluster's network namespace when it exists
+// (after a crash before its state was written), or "".
+func LeftoverNamespace(name string) string {
+	ns := netns.NS{Name: namespaceName(name)}
+	if ns.Exists() {
+		return ns.Name
+	}
+	return ""
+}
+
+// DeleteLeftoverNamespace deletes the cluster's network namespace if it still exists
+// and no process runs in it. A namespace in use belongs to a cluster this state
+// directory does not know of (one started with another XDG_STATE_HOME, say): it is
+// left alone, with an error naming the processes.
+func DeleteLeftoverNamespace(ctx context.Context, name string) error {
+	if LeftoverNamespace(name) == "" {
+		return nil
+	}
+	ns := netns.NS{Name: namespaceName(name)}
+	users, err := ns.Users()
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("network namespace %s is still used by processes %v, which this state directory does not record (a cluster started with another XDG_STATE_HOME?); left it alone", ns.Name, users)
+	}
+	return netns.Delete(ctx, ns.Name)
+}

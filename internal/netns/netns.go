@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +65,30 @@ func Delete(ctx context.Context, name string) error {
 		return nil
 	}
 	return ip(ctx, "netns", "delete", name)
+}
+
+// Users returns the PIDs of the processes whose network namespace is this one.
+func (n NS) Users() ([]int, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(n.Path(), &st); err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w", n.Name, err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var ps unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &ps) == nil && ps.Dev == st.Dev && ps.Ino == st.Ino {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }
 
 // IP runs an iproute2 command inside the namespace.

@@ -3,11 +3,13 @@ package netns
 import (
 	"bufio"
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
@@ -43,6 +45,26 @@ func TestForwardReachesAServerInsideTheNamespace(t *testing.T) {
 	})
 	if _, err := Create(ctx, name); err == nil {
 		t.Error("Create of an existing namespace succeeded")
+	}
+	if users, err := ns.Users(); err != nil || len(users) != 0 {
+		t.Errorf("Users of a new namespace = %v, %v; want none", users, err)
+	}
+	sleeper := exec.CommandContext(ctx, "nsenter", "--net="+ns.Path(), "--", "sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// nsenter enters the namespace just after it starts: wait for it.
+	var users []int
+	for range 250 {
+		if users, err = ns.Users(); err != nil || slices.Contains(users, sleeper.Process.Pid) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	if err != nil || !slices.Contains(users, sleeper.Process.Pid) {
+		t.Errorf("Users = %v, %v; want it to contain %d", users, err, sleeper.Process.Pid)
 	}
 	if err := ns.AddBridge(ctx, "br-test", netip.MustParsePrefix("198.18.7.1/24")); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,11 @@
+// Command nodejoin-controller: see package github.com/nodejoin/nodejoin/internal/cmd/controller.
+package main
+
+import (
+	"os"
+
+	"github.com/nodejoin/nodejoin/internal/cmd/controller"
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+)
+
+func main() { os.Exit(cli.Main(controller.Run)) }

@@ -1,0 +1,11 @@
+// Command nodejoin: see package github.com/nodejoin/nodejoin/internal/cmd/nodejoin.
+package main
+
+import (
+	"os"
+
+	"github.com/nodejoin/nodejoin/internal/cmd/nodejoin"
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+)
+
+func main() { os.Exit(cli.Main(nodejoin.Run)) }

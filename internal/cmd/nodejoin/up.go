@@ -1,0 +1,284 @@
+package nodejoin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nodejoin/nodejoin/internal/localcluster"
+)
+
+type upOptions struct {
+	name     string
+	nodes    int
+	detach   bool
+	network  string
+	nodeCIDR string
+	apiPort  int
+	binDir   string
+	// readyFD is set in the background process that `up --detach` starts: it reports
+	// progress on this descriptor and closes it once the cluster is ready.
+	readyFD int
+}
+
+func upCommand() *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a local cluster",
+		Long: "up starts a local control plane (etcd and kube-apiserver, built from pinned sources) and\n" +
+			"prints the admin kubeconfig's path. Without --detach it runs until Ctrl-C and then removes\n" +
+			"the cluster; with --detach it returns once the cluster is ready and leaves it running\n" +
+			"until `nodejoin down`.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	nameFlag(cmd, &o.name)
+	f.IntVar(&o.nodes, "nodes", 0, "number of worker nodes to launch")
+	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
+	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
+	f.StringVar(&o.nodeCIDR, "node-cidr", localcluster.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
+	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
+	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default: beside this binary, or the source tree's bin/)")
+	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
+	_ = f.MarkHidden("internal-ready-fd")
+	return cmd
+}
+
+func (o *upOptions) clusterOptions(dir string, progress io.Writer) (localcluster.Options, error) {
+	cidr, err := netip.ParsePrefix(o.nodeCIDR)
+	if err != nil {
+		return localcluster.Options{}, fmt.Errorf("--node-cidr %q: %w", o.nodeCIDR, err)
+	}
+	return localcluster.Options{
+		Name:     o.name,
+		StateDir: dir,
+		BinDir:   o.binDir,
+		Network:  localcluster.Network(o.network),
+		NodeCIDR: cidr,
+		APIPort:  o.apiPort,
+		Progress: progress,
+	}, nil
+}
+
+func (o *upOptions) run(cmd *cobra.Command) error {
+	if o.nodes < 0 {
+		return fmt.Errorf("--nodes %d: want 0 or more", o.nodes)
+	}
+	if o.nodes > 0 {
+		return fmt.Errorf("--nodes %d: launching local instances is not implemented yet, so only a control plane can be started; use --nodes 0", o.nodes)
+	}
+	dir, err := stateDir(o.name)
+	if err != nil {
+		return err
+	}
+	if s, err := localcluster.ReadState(dir); err == nil {
+		if s.Running() {
+			return fmt.Errorf("cluster %s is running already; use it (`nodejoin kubeconfig --name %s`) or stop it with `nodejoin down --name %s`", o.name, o.name, o.name)
+		}
+		return fmt.Errorf("cluster %s left state behind in %s; clean it up with `nodejoin down --name %s`", o.name, dir, o.name)
+	}
+	if o.detach {
+		return o.startDetached(cmd, dir)
+	}
+	if o.readyFD != 0 {
+		return o.runDetachedChild(cmd.Context(), dir)
+	}
+	return o.runForeground(cmd, dir)
+}
+
+func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	opts, err := o.clusterOptions(dir, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
+	ctx := cmd.Context()
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		return o.startFailed(ctx, dir, err)
+	}
+	printReady(stdout, c, false)
+	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
+	var runErr error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintf(stderr, "Stopping cluster %s\n", o.name)
+	case runErr = <-c.Failed():
+		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
+	}
+	return errors.Join(runErr, teardown(c))
+}
+
+// teardown stops a cluster this process runs and removes its state directory.
+func teardown(c *localcluster.Cluster) error {
+	ctx := context.Background()
+	if err := c.Stop(ctx); err != nil {
+		return err
+	}
+	return localcluster.Destroy(ctx, c.StateDir())
+}
+
+// startFailed removes what a failed start left, but keeps the logs' content in the error.
+func (o *upOptions) startFailed(ctx context.Context, dir string, err error) error {
+	if rmErr := localcluster.Destroy(context.WithoutCancel(ctx), dir); rmErr != nil {
+		err = errors.Join(err, rmErr)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("cluster %s: start interrupted", o.name)
+	}
+	return fmt.Errorf("starting cluster %s: %w", o.name, err)
+}
+
+func printReady(w io.Writer, c *localcluster.Cluster, detached bool) {
+	fmt.Fprintf(w, "Cluster %s is ready.\n", c.Name())
+	fmt.Fprintf(w, "  API server:  %s\n", c.Endpoint())
+	fmt.Fprintf(w, "  kubeconfig:  %s\n", c.KubeconfigPath())
+	fmt.Fprintf(w, "  logs:        %s\n", filepath.Join(c.StateDir(), "logs"))
+	fmt.Fprintf(w, "Try: kubectl --kubeconfig %s get --raw /readyz\n", c.KubeconfigPath())
+	if detached {
+		fmt.Fprintf(w, "Stop it with: nodejoin down --name %s\n", c.Name())
+	}
+}
+
+// startDetached starts `nodejoin up` again as a background process in a session of its
+// own, relays its progress, and returns once it reports the cluster ready. Interrupting
+// this process before then stops the background one too.
+func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable to run in the background: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	logPath := filepath.Join(dir, "logs", "nodejoin.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", logPath, err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+
+	args := []string{"up", "--internal-ready-fd=3"}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "detach" && f.Name != "internal-ready-fd" {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	child := exec.Command(exe, args...)
+	child.Stdout, child.Stderr = logf, logf
+	child.ExtraFiles = []*os.File{w}
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("starting the background process: %w", err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	// Relay the background process's progress until it reports ready or gives up.
+	relayed := make(chan bool, 1)
+	go func() {
+		ready := false
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if sc.Text() == readyMarker {
+				ready = true
+				continue
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), sc.Text())
+		}
+		relayed <- ready
+	}()
+	var ready bool
+	select {
+	case ready = <-relayed:
+	case <-cmd.Context().Done():
+		_ = child.Process.Signal(syscall.SIGTERM)
+		<-exited
+		return fmt.Errorf("cluster %s: start interrupted", o.name)
+	}
+	if !ready {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("cluster %s did not start (%v); see the messages above", o.name, err)
+		default:
+			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logPath)
+		}
+	}
+	s, err := localcluster.ReadState(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s is ready and runs in the background (pid %d).\n", o.name, s.Owner.PID)
+	fmt.Fprintf(cmd.OutOrStdout(), "  API server:  %s\n  kubeconfig:  %s\n  logs:        %s\n", s.Endpoint, s.Kubeconfig, filepath.Join(dir, "logs"))
+	fmt.Fprintf(cmd.OutOrStdout(), "Stop it with: nodejoin down --name %s\n", o.name)
+	return nil
+}
+
+// readyMarker is the last line the background process sends before closing the pipe.
+const readyMarker = "nodejoin: cluster ready"
+
+// runDetachedChild is the background process of `up --detach`: it runs the cluster,
+// reports progress on the ready descriptor, closes it once ready, and keeps the cluster
+// running until SIGTERM (sent by `nodejoin down`).
+func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
+	// The daemons this process starts must not inherit the pipe, or the waiting parent
+	// would never see it close.
+	syscall.CloseOnExec(o.readyFD)
+	ready := os.NewFile(uintptr(o.readyFD), "ready")
+	if ready == nil {
+		return fmt.Errorf("--internal-ready-fd %d is not open", o.readyFD)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := o.clusterOptions(dir, io.MultiWriter(ready, os.Stderr))
+	if err != nil {
+		ready.Close()
+		return err
+	}
+	opts.Log = log
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		err = o.startFailed(ctx, dir, err)
+		fmt.Fprintf(ready, "error: %v\n", err)
+		ready.Close()
+		return err
+	}
+	fmt.Fprintln(ready, readyMarker)
+	ready.Close()
+	log.Info("cluster ready", "name", o.name, "endpoint", c.Endpoint())
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping cluster", "name", o.name)
+	case runErr = <-c.Failed():
+		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	// `nodejoin down` removes the state directory once this process has exited; on a
+	// failure the directory stays for its logs until then.
+	return runErr
+}

@@ -1,0 +1,194 @@
+// Package e2e drives the built nodejoin binary the way a user does.
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+type cli struct {
+	t        *testing.T
+	nodejoin string
+	binDir   string
+	state    string
+}
+
+func newCLI(t *testing.T) *cli {
+	t.Helper()
+	testenv.RequireIntegration(t)
+	binDir := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Kubectl)
+	exe := filepath.Join(t.TempDir(), "nodejoin")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", exe, "github.com/nodejoin/nodejoin/cmd/nodejoin")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building nodejoin: %v\n%s", err, out)
+	}
+	return &cli{t: t, nodejoin: exe, binDir: binDir, state: t.TempDir()}
+}
+
+func (c *cli) command(args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(c.t.Context(), c.nodejoin, args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+c.state, toolbin.EnvDir+"="+c.binDir)
+	return cmd
+}
+
+func (c *cli) run(args ...string) string {
+	c.t.Helper()
+	out, err := c.command(args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("nodejoin %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (c *cli) kubectl(kubeconfig string, args ...string) string {
+	c.t.Helper()
+	out, err := exec.CommandContext(c.t.Context(), filepath.Join(c.binDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (c *cli) readState(name string) *localcluster.State {
+	c.t.Helper()
+	s, err := localcluster.ReadState(filepath.Join(c.state, "nodejoin", name))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// assertGone checks that nothing of the cluster survived: no process, namespace or state.
+func (c *cli) assertGone(name string, s *localcluster.State) {
+	c.t.Helper()
+	if s.Owner.Alive() {
+		c.t.Errorf("owner process %d survived", s.Owner.PID)
+	}
+	for d, id := range s.Daemons {
+		if id.Alive() {
+			c.t.Errorf("%s (pid %d) survived", d, id.PID)
+		}
+	}
+	if s.Namespace != "" && (netns.NS{Name: s.Namespace}).Exists() {
+		c.t.Errorf("network namespace %s survived", s.Namespace)
+	}
+	if _, err := os.Stat(filepath.Join(c.state, "nodejoin", name)); !os.IsNotExist(err) {
+		c.t.Errorf("state directory survived (%v)", err)
+	}
+}
+
+// The acceptance path of the foundation: up --detach, use the cluster with kubectl,
+// down, nothing left.
+func TestUpDetachKubectlDown(t *testing.T) {
+	c := newCLI(t)
+	name := "e2e-detach"
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+
+	out := c.run("up", "--name", name, "--nodes", "0", "--detach")
+	for _, want := range []string{"✓ starting etcd", "✓ starting kube-apiserver", "is ready and runs in the background", "nodejoin down --name " + name} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up output lacks %q:\n%s", want, out)
+		}
+	}
+	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	if got := c.kubectl(kubeconfig, "get", "--raw", "/readyz"); got != "ok" {
+		t.Errorf("readyz = %q", got)
+	}
+	var v struct {
+		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
+		ClientVersion struct{ GitVersion string } `json:"clientVersion"`
+	}
+	if err := json.Unmarshal([]byte(c.kubectl(kubeconfig, "version", "-o", "json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.ServerVersion.GitVersion != "v1.37.1" || v.ClientVersion.GitVersion != "v1.37.1" {
+		t.Errorf("versions = server %q, client %q; want v1.37.1", v.ServerVersion.GitVersion, v.ClientVersion.GitVersion)
+	}
+
+	s := c.readState(name)
+	if out, err := c.command("up", "--name", name, "--detach").CombinedOutput(); err == nil || !strings.Contains(string(out), "running already") {
+		t.Errorf("second up: %v\n%s", err, out)
+	}
+	c.run("down", "--name", name)
+	c.assertGone(name, s)
+	if out := c.run("down", "--name", name); !strings.Contains(out, "nothing to remove") {
+		t.Errorf("second down: %s", out)
+	}
+	if out, err := c.command("kubeconfig", "--name", name).CombinedOutput(); err == nil || !strings.Contains(string(out), "nodejoin up --name "+name) {
+		t.Errorf("kubeconfig after down: %v\n%s", err, out)
+	}
+}
+
+// Ctrl-C on a foreground `up` stops and removes the cluster.
+func TestUpForegroundStopsOnInterrupt(t *testing.T) {
+	c := newCLI(t)
+	name := "e2e-fg"
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	cmd := c.command("up", "--name", name)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	var seen []string
+	for lines.Scan() {
+		seen = append(seen, lines.Text())
+		if strings.Contains(lines.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	s := c.readState(name)
+	if !s.Ready || !s.Running() {
+		t.Fatalf("state before interrupt = %+v\n%s", s, strings.Join(seen, "\n"))
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+			seen = append(seen, lines.Text())
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("up exited with %v after Ctrl-C\n%s", err, strings.Join(seen, "\n"))
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("up still running 60s after Ctrl-C")
+	}
+	c.assertGone(name, s)
+}
+
+// `down` cleans up after an `up` that was killed outright.
+func TestDownCleansUpAfterACrash(t *testing.T) {
+	c := newCLI(t)
+	name := "e2e-crash"
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	c.run("up", "--name", name, "--detach")
+	s := c.readState(name)
+	if err := syscall.Kill(s.Owner.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.run("down", "--name", name)
+	c.assertGone(name, s)
+}
