@@ -4,8 +4,8 @@ package main
 import (
 	"os"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/nodeadm"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/cmd/nodeadm"
 )
 
 func main() { os.Exit(cli.Main(nodeadm.Run)) }

@@ -4,8 +4,8 @@ package main
 import (
 	"os"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/controller"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/cmd/controller"
 )
 
 func main() { os.Exit(cli.Main(controller.Run)) }

@@ -4,8 +4,8 @@ package main
 import (
 	"os"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/nodejoin"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/cmd/nodejoin"
 )
 
 func main() { os.Exit(cli.Main(nodejoin.Run)) }

@@ -13,6 +13,7 @@ import (
 // are created with mode 0o755. On failure the previous file, if any, is left untouched.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
+	//nolint:gosec // G301: parents such as /etc/kubernetes must stay traversable by the daemons that read these files.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating directory %s: %w", dir, err)
 	}
@@ -53,9 +54,10 @@ func syncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("opening directory %s: %w", dir, err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	syncErr := d.Sync()
+	closeErr := d.Close()
+	if syncErr != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, syncErr)
 	}
-	return nil
+	return closeErr
 }

@@ -155,6 +155,7 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			apiPort = c.opts.APIPort
 		}
 		c.etcdPorts = [2]int{ports[0], ports[1]}
+		//nolint:gosec // G115: validate() bounds APIPort to 0..65535 and the kernel's ports fit.
 		c.apiListen = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(apiPort))
 		c.endpoint = "https://" + c.apiListen.String()
 		return nil
@@ -183,7 +184,8 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	c.etcdPorts = [2]int{2379, 2380}
 	c.apiListen = netip.AddrPortFrom(c.opts.BridgeAddr(), apiserverPort)
 
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.opts.APIPort)))
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.opts.APIPort)))
 	if err != nil {
 		return fmt.Errorf("listening on the host's loopback for the API: %w", err)
 	}
@@ -330,7 +332,8 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		var lc net.ListenConfig
+		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}

@@ -38,13 +38,13 @@ func (n NS) Forward(ctx context.Context, l net.Listener, target string, log *slo
 }
 
 func (n NS) relay(ctx context.Context, client net.Conn, target string, log *slog.Logger) {
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	upstream, err := n.DialContext(ctx, "tcp", target)
 	if err != nil {
 		log.Warn("forwarding connection failed", "namespace", n.Name, "target", target, "err", err)
 		return
 	}
-	defer upstream.Close()
+	defer func() { _ = upstream.Close() }()
 	stop := context.AfterFunc(ctx, func() {
 		_ = client.Close()
 		_ = upstream.Close()

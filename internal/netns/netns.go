@@ -134,7 +134,8 @@ func (n NS) Listen(network, addr string) (net.Listener, error) {
 	var l net.Listener
 	err := n.do(func() error {
 		var err error
-		l, err = net.Listen(network, addr)
+		var lc net.ListenConfig
+		l, err = lc.Listen(context.Background(), network, addr)
 		return err
 	})
 	return l, err
@@ -148,7 +149,7 @@ func (n NS) do(fn func() error) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("opening current network namespace: %w", err)
 	}
-	defer orig.Close()
+	defer func() { _ = orig.Close() }()
 	target, err := os.Open(n.Path())
 	if err != nil {
 		runtime.UnlockOSThread()
@@ -157,7 +158,7 @@ func (n NS) do(fn func() error) error {
 		}
 		return fmt.Errorf("opening network namespace %s: %w", n.Name, err)
 	}
-	defer target.Close()
+	defer func() { _ = target.Close() }()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("entering network namespace %s: %w", n.Name, err)

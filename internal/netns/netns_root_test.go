@@ -75,7 +75,7 @@ func TestForwardReachesAServerInsideTheNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inner.Close()
+	defer func() { _ = inner.Close() }()
 	go func() {
 		for {
 			c, err := inner.Accept()
@@ -83,18 +83,20 @@ func TestForwardReachesAServerInsideTheNamespace(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				line, _ := bufio.NewReader(c).ReadString('\n')
 				fmt.Fprintf(c, "echo %s", line)
 			}()
 		}
 	}()
-	if c, err := net.DialTimeout("tcp", inner.Addr().String(), time.Second); err == nil {
-		c.Close()
+	d := net.Dialer{Timeout: time.Second}
+	if c, err := d.DialContext(ctx, "tcp", inner.Addr().String()); err == nil {
+		_ = c.Close()
 		t.Fatalf("the namespace's address %s is reachable from the host namespace", inner.Addr())
 	}
 
-	outer, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	outer, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestForwardReachesAServerInsideTheNamespace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- ns.Forward(fwdCtx, outer, inner.Addr().String(), slog.New(slog.DiscardHandler)) }()
 
-	c, err := net.Dial("tcp", outer.Addr().String())
+	c, err := d.DialContext(ctx, "tcp", outer.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestForwardReachesAServerInsideTheNamespace(t *testing.T) {
 	if reply != "echo hello\n" {
 		t.Errorf("reply = %q", reply)
 	}
-	c.Close()
+	_ = c.Close()
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Forward: %v", err)

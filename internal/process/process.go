@@ -49,7 +49,7 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening log file for %s: %w", spec.Name, err)
 	}
-	defer logf.Close() // the child holds its own descriptor
+	defer func() { _ = logf.Close() }() // the child holds its own descriptor
 	fmt.Fprintf(logf, "\n=== %s: starting %s\n", time.Now().UTC().Format(time.RFC3339), spec.Name)
 
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
@@ -65,7 +65,7 @@ func Start(spec Spec) (*Process, error) {
 		if err == nil {
 			err = fmt.Errorf("%w: %s ended with status 0", ErrExited, spec.Name)
 		} else {
-			err = fmt.Errorf("%w: %s: %v", ErrExited, spec.Name, err)
+			err = fmt.Errorf("%w: %s: %w", ErrExited, spec.Name, err)
 		}
 		p.err = err
 		close(p.done)

@@ -54,7 +54,7 @@ func TestIdentityDetectsPIDReuse(t *testing.T) {
 }
 
 func TestTerminateStopsARecordedProcess(t *testing.T) {
-	cmd := exec.Command("sleep", "300")
+	cmd := exec.CommandContext(t.Context(), "sleep", "300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,11 @@ func TestChildDiesWithParent(t *testing.T) {
 		if err != nil {
 			os.Exit(2)
 		}
-		fmt.Println(p.PID())
+		fmt.Fprintln(os.Stdout, p.PID())
 		select {}
 	}
 	dir := t.TempDir()
-	helper := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithParent$")
+	helper := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestChildDiesWithParent$")
 	helper.Env = append(os.Environ(), "PROCESS_TEST_HELPER=1", "PROCESS_TEST_LOG="+filepath.Join(dir, "o.log"))
 	out, err := helper.StdoutPipe()
 	if err != nil {

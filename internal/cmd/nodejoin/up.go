@@ -172,12 +172,12 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", logPath, err)
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 
 	args := []string{"up", "--internal-ready-fd=3"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
@@ -190,10 +190,10 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 	child.ExtraFiles = []*os.File{w}
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {
-		w.Close()
+		_ = w.Close()
 		return fmt.Errorf("starting the background process: %w", err)
 	}
-	w.Close()
+	_ = w.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 
@@ -216,13 +216,15 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 	case ready = <-relayed:
 	case <-cmd.Context().Done():
 		_ = child.Process.Signal(syscall.SIGTERM)
-		<-exited
+		if err := <-exited; err != nil {
+			return fmt.Errorf("cluster %s: start interrupted; the background process ended with %w", o.name, err)
+		}
 		return fmt.Errorf("cluster %s: start interrupted", o.name)
 	}
 	if !ready {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("cluster %s did not start (%v); see the messages above", o.name, err)
+			return fmt.Errorf("cluster %s did not start (%w); see the messages above", o.name, err)
 		default:
 			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logPath)
 		}
@@ -254,7 +256,7 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts, err := o.clusterOptions(dir, io.MultiWriter(ready, os.Stderr))
 	if err != nil {
-		ready.Close()
+		_ = ready.Close()
 		return err
 	}
 	opts.Log = log
@@ -262,11 +264,11 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 	if err != nil {
 		err = o.startFailed(ctx, dir, err)
 		fmt.Fprintf(ready, "error: %v\n", err)
-		ready.Close()
+		_ = ready.Close()
 		return err
 	}
 	fmt.Fprintln(ready, readyMarker)
-	ready.Close()
+	_ = ready.Close()
 	log.Info("cluster ready", "name", o.name, "endpoint", c.Endpoint())
 	var runErr error
 	select {

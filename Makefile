@@ -1,0 +1,70 @@
+# nodejoin: run `make help` for the targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+BIN := $(CURDIR)/bin
+GOLANGCI_LINT_VERSION := v2.15.0
+# Worker nodes started by `make up`. Local instances are not implemented yet, so the
+# default brings up the control plane alone; raise it once `nodejoin up --nodes N` launches nodes.
+NODES ?= 0
+NAME ?= nodejoin
+# Integration and e2e tests start real control planes; they run one package at a time so
+# that two 2-core test binaries do not starve each other's API servers.
+TEST_FLAGS ?= -p 1 -timeout 30m
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install the Debian packages local nodes need (as root; otherwise list them)
+	@hack/install-deps.sh
+
+.PHONY: tools
+tools: ## Build the pinned kube-apiserver, kubelet, kube-controller-manager, kubectl, etcd into bin/
+	@hack/build-tools.sh
+
+.PHONY: build
+build: ## Build nodejoin, nodeadm and nodejoin-controller into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: up
+up: deps tools build ## Start a local cluster in the background (NAME, NODES); stop it with `make down`
+	$(BIN)/nodejoin up --name $(NAME) --nodes $(NODES) --detach
+	@echo "Use it:  $(BIN)/kubectl --kubeconfig \"\$$($(BIN)/nodejoin kubeconfig --name $(NAME))\" get --raw /readyz"
+
+.PHONY: down
+down: ## Stop the local cluster started by `make up` and remove its state
+	@if [ -x $(BIN)/nodejoin ]; then $(BIN)/nodejoin down --name $(NAME); else $(GO) run ./cmd/nodejoin down --name $(NAME); fi
+
+.PHONY: test
+test: deps tools ## Run every test: unit, integration (real kube-apiserver) and e2e
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests only (no root, no binaries)
+	$(GO) test -short ./...
+
+.PHONY: lint
+lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned version, installed into bin/)
+	$(BIN)/golangci-lint run ./...
+	cd hack/tools/etcd && $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...
+
+$(BIN)/golangci-lint: Makefile
+	@mkdir -p $(BIN)
+	@if ! $(BIN)/golangci-lint version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%)"; then \
+		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION)"; \
+		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+	@touch $@
+
+.PHONY: bench
+bench: ## Run the benchmarks and print their figures
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: clean
+clean: ## Remove bin/ (the tools cache in ~/.cache/nodejoin stays)
+	rm -rf $(BIN)
