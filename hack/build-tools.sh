@@ -34,7 +34,7 @@ if complete "$cache"; then
   exit 0
 fi
 
-export CGO_ENABLED=0 GOFLAGS=-mod=mod
+export CGO_ENABLED=0
 cd "$tools"
 version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 built=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)

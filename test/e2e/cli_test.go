@@ -189,6 +189,16 @@ func TestDownCleansUpAfterACrash(t *testing.T) {
 	if err := syscall.Kill(s.Owner.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The daemons die with their parent, before anyone runs down.
+	deadline := time.Now().Add(30 * time.Second)
+	for d, id := range s.Daemons {
+		for id.Alive() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if id.Alive() {
+			t.Errorf("%s (pid %d) outlived its killed parent", d, id.PID)
+		}
+	}
 	c.run("down", "--name", name)
 	c.assertGone(name, s)
 }
