@@ -306,13 +306,8 @@ func jsonError(doc *yamlv3.Node, source string, err error) error {
 	}
 	var b64Err base64.CorruptInputError
 	if errors.As(err, &b64Err) {
-		_, ca := scalarPath(doc, "spec.cluster.certificateAuthority")
-		line := 0
-		if ca != nil {
-			line = ca.Line
-		}
 		return &DecodeError{
-			Source: source, Line: line, Field: "spec.cluster.certificateAuthority",
+			Source: source, Line: lineOf(doc, "spec.cluster.certificateAuthority"), Field: "spec.cluster.certificateAuthority",
 			Msg:  fmt.Sprintf("not base64 (bad byte at offset %d)", int64(b64Err)),
 			Hint: "give the base64 of the PEM CA bundle, as `base64 -w0 ca.crt` prints it",
 		}
@@ -321,19 +316,18 @@ func jsonError(doc *yamlv3.Node, source string, err error) error {
 }
 
 func lineOf(doc *yamlv3.Node, path string) int {
-	_, n := scalarPath(doc, path)
-	if n == nil {
-		return 0
+	if n := nodeAt(doc, path); n != nil {
+		return n.Line
 	}
-	return n.Line
+	return 0
 }
 
-// scalarPath finds the node at a dotted JSON path.
-func scalarPath(doc *yamlv3.Node, path string) (string, *yamlv3.Node) {
+// nodeAt finds the node at a dotted JSON path.
+func nodeAt(doc *yamlv3.Node, path string) *yamlv3.Node {
 	n := doc
 	for _, seg := range strings.Split(path, ".") {
 		if n.Kind != yamlv3.MappingNode {
-			return "", nil
+			return nil
 		}
 		var next *yamlv3.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -343,9 +337,9 @@ func scalarPath(doc *yamlv3.Node, path string) (string, *yamlv3.Node) {
 			}
 		}
 		if next == nil {
-			return "", nil
+			return nil
 		}
 		n = next
 	}
-	return n.Value, n
+	return n
 }

@@ -79,7 +79,7 @@ type InstanceOptions struct {
 	// Environment holds environment variables: key "default" for every service,
 	// otherwise a systemd unit name.
 	Environment map[string]map[string]string `json:"environment,omitempty"`
-	Network     InstanceNetworkOptions      `json:"network,omitempty"`
+	Network     InstanceNetworkOptions       `json:"network,omitempty"`
 }
 
 // LocalStorageOptions configure the instance-store disks.
