@@ -1,0 +1,172 @@
+package userdata
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+)
+
+// taint is one entry of the kubelet's registerWithTaints.
+type taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// translateBottlerocket reads Bottlerocket's settings.kubernetes table. The settings a
+// NodeConfig can express are translated; every other setting is listed as ignored.
+func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, error) {
+	name := p.Name()
+	var doc map[string]any
+	if err := toml.Unmarshal(bytes.ReplaceAll(p.Body, []byte("\r\n"), []byte("\n")), &doc); err != nil {
+		var derr *toml.DecodeError
+		if errors.As(err, &derr) {
+			row, col := derr.Position()
+			return nil, nil, fmt.Errorf("%s, line %d, column %d: TOML syntax error: %s", name, row, col, derr.Error())
+		}
+		return nil, nil, fmt.Errorf("%s: TOML: %w", name, err)
+	}
+	var findings []Finding
+	ignore := func(format string, args ...any) {
+		findings = append(findings, Finding{Part: name, Level: LevelIgnored, Msg: fmt.Sprintf(format, args...)})
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	for _, k := range sortedKeys(doc) {
+		if k != "settings" {
+			ignore("top-level key %q: Bottlerocket reads only settings", k)
+		}
+	}
+	kube, _ := settings["kubernetes"].(map[string]any)
+	for _, k := range sortedKeys(settings) {
+		if k != "kubernetes" {
+			ignore("settings.%s: a Bottlerocket host setting with no NodeConfig equivalent", k)
+		}
+	}
+	if kube == nil {
+		ignore("no settings.kubernetes table: configures no node")
+		return nil, findings, nil
+	}
+	str := func(key string) (string, error) {
+		v, ok := kube[key]
+		if !ok {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", fmt.Errorf("%s: settings.kubernetes.%s: want a string, got %v", name, key, v)
+		}
+		return s, nil
+	}
+	params := &al2Params{where: name, retries: 3}
+	var err error
+	if params.clusterName, err = str("cluster-name"); err != nil {
+		return nil, nil, err
+	}
+	if params.clusterName == "" {
+		return nil, nil, fmt.Errorf("%s: settings.kubernetes.cluster-name is missing", name)
+	}
+	if params.endpoint, err = str("api-server"); err != nil {
+		return nil, nil, err
+	}
+	if params.b64CA, err = str("cluster-certificate"); err != nil {
+		return nil, nil, err
+	}
+	if params.b64CA != "" {
+		if _, err := base64.StdEncoding.DecodeString(params.b64CA); err != nil {
+			return nil, nil, fmt.Errorf("%s: settings.kubernetes.cluster-certificate is not base64: %w", name, err)
+		}
+	}
+	switch v := kube["cluster-dns-ip"].(type) {
+	case nil:
+	case string:
+		params.dnsClusterIP = v
+	case []any:
+		var ips []string
+		for _, e := range v {
+			ips = append(ips, fmt.Sprint(e))
+		}
+		params.dnsClusterIP = strings.Join(ips, ",")
+	default:
+		return nil, nil, fmt.Errorf("%s: settings.kubernetes.cluster-dns-ip: want a string or a list, got %v", name, v)
+	}
+	if v, ok := kube["max-pods"]; ok {
+		n, ok := v.(int64)
+		if !ok || n <= 0 {
+			return nil, nil, fmt.Errorf("%s: settings.kubernetes.max-pods: want a positive integer, got %v", name, v)
+		}
+		params.maxPods = int(n)
+	}
+	if labels, ok := kube["node-labels"].(map[string]any); ok && len(labels) > 0 {
+		var kv []string
+		for _, k := range sortedKeys(labels) {
+			kv = append(kv, fmt.Sprintf("%s=%v", k, labels[k]))
+		}
+		params.kubeletArgs = append(params.kubeletArgs, "--node-labels="+strings.Join(kv, ","))
+	}
+	taints, err := bottlerocketTaints(kube["node-taints"], name)
+	if err != nil {
+		return nil, nil, err
+	}
+	handled := map[string]bool{"cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
+	for _, k := range sortedKeys(kube) {
+		if !handled[k] {
+			ignore("settings.kubernetes.%s: not translated; set the equivalent in spec.kubelet.config if you need it", k)
+		}
+	}
+	cfg, more, err := params.build(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(taints) > 0 {
+		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
+			return nil, nil, err
+		}
+	}
+	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: "Bottlerocket settings.kubernetes translated to a NodeConfig"}}, findings...)
+	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil
+}
+
+// bottlerocketTaints reads node-taints: key = "value:Effect" or key = ["value:Effect", ...].
+func bottlerocketTaints(v any, where string) ([]taint, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: settings.kubernetes.node-taints: want a table, got %v", where, v)
+	}
+	var out []taint
+	for _, key := range sortedKeys(m) {
+		var entries []string
+		switch e := m[key].(type) {
+		case string:
+			entries = []string{e}
+		case []any:
+			for _, x := range e {
+				entries = append(entries, fmt.Sprint(x))
+			}
+		default:
+			return nil, fmt.Errorf("%s: settings.kubernetes.node-taints.%s: want \"value:Effect\" or a list of them", where, key)
+		}
+		for _, entry := range entries {
+			value, effect, ok := strings.Cut(entry, ":")
+			if !ok {
+				value, effect = "", entry
+			}
+			if effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute" {
+				return nil, fmt.Errorf("%s: settings.kubernetes.node-taints.%s: effect %q: want NoSchedule, PreferNoSchedule or NoExecute", where, key, effect)
+			}
+			out = append(out, taint{Key: key, Value: value, Effect: effect})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

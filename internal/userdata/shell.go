@@ -1,0 +1,134 @@
+package userdata
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// BootstrapCall is a call of the AL2 /etc/eks/bootstrap.sh found in a shell script,
+// with its arguments expanded as the shell would expand them.
+type BootstrapCall struct {
+	// Line is the line of the call in the script.
+	Line int
+	// Args are the arguments after bootstrap.sh, after quote removal and variable
+	// expansion.
+	Args []string
+}
+
+// staticEnv holds the variables a script assigns before the call, as far as they can
+// be known without running anything.
+type staticEnv struct {
+	vars    map[string]expand.Variable
+	dynamic map[string]int // variables set by something nodeadm does not run → line
+}
+
+func (e *staticEnv) Get(name string) expand.Variable { return e.vars[name] }
+
+func (e *staticEnv) Each(fn func(string, expand.Variable) bool) {
+	for k, v := range e.vars {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+// findBootstrapCall parses a shell script and returns its bootstrap.sh call, or nil
+// when it has none. Variables assigned earlier in the script (VAR=value, export
+// VAR=value) are expanded in the call's arguments; a variable the script does not set,
+// or sets from a command's output, is an error that names it.
+func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
+	script = bytes.ReplaceAll(script, []byte("\r\n"), []byte("\n"))
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(script), where)
+	if err != nil {
+		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
+	}
+	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}}
+	cfg := &expand.Config{Env: env, NoUnset: true}
+	assign := func(a *syntax.Assign) {
+		if a.Name == nil {
+			return
+		}
+		if a.Value == nil {
+			env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String}
+			return
+		}
+		v, err := expand.Literal(cfg, a.Value)
+		if err != nil {
+			delete(env.vars, a.Name.Value)
+			env.dynamic[a.Name.Value] = int(a.Pos().Line())
+			return
+		}
+		delete(env.dynamic, a.Name.Value)
+		env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String, Str: v}
+	}
+	var calls []*BootstrapCall
+	var walkErr error
+	syntax.Walk(f, func(node syntax.Node) bool {
+		if walkErr != nil {
+			return false
+		}
+		switch n := node.(type) {
+		case *syntax.DeclClause:
+			for _, a := range n.Args {
+				assign(a)
+			}
+		case *syntax.CallExpr:
+			if len(n.Args) == 0 {
+				for _, a := range n.Assigns {
+					assign(a)
+				}
+				return true
+			}
+			args := n.Args
+			for len(args) > 1 && isWrapper(args[0]) {
+				args = args[1:]
+			}
+			name, err := expand.Literal(cfg, args[0])
+			if err != nil || path.Base(name) != "bootstrap.sh" {
+				return true
+			}
+			fields, err := expand.Fields(cfg, args[1:]...)
+			if err != nil {
+				walkErr = expansionError(where, int(n.Pos().Line()), env, err)
+				return false
+			}
+			calls = append(calls, &BootstrapCall{Line: int(n.Pos().Line()), Args: fields})
+		}
+		return true
+	})
+	if walkErr != nil {
+		return nil, walkErr
+	}
+	switch len(calls) {
+	case 0:
+		return nil, nil
+	case 1:
+		return calls[0], nil
+	default:
+		return nil, fmt.Errorf("%s: bootstrap.sh is called %d times (lines %d and %d); a node bootstraps once", where, len(calls), calls[0].Line, calls[1].Line)
+	}
+}
+
+// isWrapper is true for words that run the next word as the command.
+func isWrapper(w *syntax.Word) bool {
+	lit := w.Lit()
+	return lit == "sudo" || lit == "exec" || lit == "bash" || lit == "sh" || lit == "command" || lit == "env"
+}
+
+func expansionError(where string, line int, env *staticEnv, err error) error {
+	var unset expand.UnsetParameterError
+	if errors.As(err, &unset) {
+		name := unset.Node.Param.Value
+		if l, ok := env.dynamic[name]; ok {
+			return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s comes from a command on line %d, which nodeadm does not run; give its value literally", where, line, name, l)
+		}
+		return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s is not set earlier in the script; set it before the call or give the value literally", where, line, name)
+	}
+	return fmt.Errorf("%s, line %d: expanding bootstrap.sh arguments: %s", where, line, strings.TrimSpace(err.Error()))
+}
