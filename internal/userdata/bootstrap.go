@@ -32,6 +32,8 @@ type al2Params struct {
 	outpost         *bool
 	localDisks      string
 	retries         int
+	// caField names where the CA came from, for errors.
+	caField string
 }
 
 // bootstrapFlag describes one bootstrap.sh flag: how it sets al2Params, or why
@@ -163,94 +165,31 @@ func (p *al2Params) build(ctx context.Context, r Resolver) (*v1alpha1.NodeConfig
 	}
 	c := newNodeConfig()
 	cl := &c.Spec.Cluster
-	cl.Name = p.clusterName
-	cl.APIServerEndpoint = p.endpoint
+	cl.Name, cl.APIServerEndpoint, cl.ID, cl.EnableOutpost = p.clusterName, p.endpoint, p.clusterID, p.outpost
 	if p.b64CA != "" {
 		ca, err := base64.StdEncoding.DecodeString(strings.TrimSpace(p.b64CA))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: --b64-cluster-ca is not base64: %w", p.where, err)
+			field := p.caField
+			if field == "" {
+				field = "--b64-cluster-ca"
+			}
+			return nil, nil, fmt.Errorf("%s: %s is not base64: %w", p.where, field, err)
 		}
 		cl.CertificateAuthority = ca
 	}
-	cl.ID = p.clusterID
-	cl.EnableOutpost = p.outpost
-
-	v4, v6, family := p.serviceIPv4CIDR, p.serviceIPv6CIDR, p.ipFamily
+	net := serviceNet{v4: p.serviceIPv4CIDR, v6: p.serviceIPv6CIDR, family: p.ipFamily}
 	if p.endpoint == "" || p.b64CA == "" {
-		if r == nil {
-			return nil, nil, fmt.Errorf("%s: bootstrap.sh gives no %s for cluster %s, so EKS DescribeCluster must supply it: %w", p.where, missingWhat(p), p.clusterName, ErrNoResolver)
-		}
-		d, err := r.DescribeCluster(ctx, p.clusterName, p.retries)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: describing cluster %s: %w", p.where, p.clusterName, err)
+		if err := p.describe(ctx, r, cl, &net); err != nil {
+			return nil, nil, err
 		}
 		info("endpoint, CA and service CIDR of cluster %s come from EKS DescribeCluster", p.clusterName)
-		if cl.APIServerEndpoint == "" {
-			cl.APIServerEndpoint = d.Endpoint
-		}
-		if len(cl.CertificateAuthority) == 0 {
-			cl.CertificateAuthority = d.CertificateData
-		}
-		if v4 == "" {
-			v4 = d.ServiceIPv4CIDR
-		}
-		if v6 == "" {
-			v6 = d.ServiceIPv6CIDR
-		}
-		if family == "" {
-			family = strings.ToLower(d.IPFamily)
-		}
-		if cl.ID == "" {
-			cl.ID = d.ID
-		}
-		if cl.EnableOutpost == nil && d.Outpost {
-			yes := true
-			cl.EnableOutpost = &yes
-		}
 	}
-	if v6 != "" {
-		if family == "ipv4" && p.serviceIPv6CIDR != "" {
-			return nil, nil, fmt.Errorf("%s: --ip-family should be ipv6 when --service-ipv6-cidr is specified", p.where)
-		}
-		family = "ipv6"
+	dns, err := p.dnsIPs()
+	if err != nil {
+		return nil, nil, err
 	}
-	if family == "" {
-		family = "ipv4"
-	}
-
-	var dns []string
-	if p.dnsClusterIP != "" {
-		for _, ip := range strings.Split(p.dnsClusterIP, ",") {
-			if _, err := netip.ParseAddr(strings.TrimSpace(ip)); err != nil {
-				return nil, nil, fmt.Errorf("%s: --dns-cluster-ip %q: %q is not an IP address", p.where, p.dnsClusterIP, ip)
-			}
-			dns = append(dns, strings.TrimSpace(ip))
-		}
-	}
-	switch {
-	case family == "ipv6" && v6 != "":
-		cl.CIDR = v6
-	case family == "ipv6" && len(dns) == 0:
-		return nil, nil, fmt.Errorf("%s: one of --service-ipv6-cidr or --dns-cluster-ip must be provided when --ip-family is ipv6", p.where)
-	case family == "ipv4" && v4 != "" && v4 != "None":
-		cl.CIDR = v4
-	case len(dns) > 0 && eksDefaultDNS[dns[0]] != "":
-		cl.CIDR = eksDefaultDNS[dns[0]]
-		info("service CIDR %s inferred from --dns-cluster-ip %s (EKS's default range for it)", cl.CIDR, dns[0])
-	default:
-		// bootstrap.sh's rule: EKS picks 172.20.0.0/16 when the VPC uses 10.0.0.0/8.
-		if r == nil {
-			return nil, nil, fmt.Errorf("%s: no service CIDR or cluster DNS address given; give --service-ipv4-cidr (or --dns-cluster-ip), or run where instance metadata tells the VPC's range: %w", p.where, ErrNoResolver)
-		}
-		blocks, err := r.VPCIPv4CIDRs(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: reading the VPC's CIDR blocks to choose the service CIDR: %w", p.where, err)
-		}
-		cl.CIDR = "10.100.0.0/16"
-		if slices.ContainsFunc(blocks, func(b string) bool { return strings.HasPrefix(b, "10.") }) {
-			cl.CIDR = "172.20.0.0/16"
-		}
-		info("service CIDR %s chosen as bootstrap.sh does: the VPC's blocks are %v; give --service-ipv4-cidr to be sure", cl.CIDR, blocks)
+	if cl.CIDR, err = p.serviceCIDR(ctx, r, net, dns, info); err != nil {
+		return nil, nil, err
 	}
 	if len(dns) > 0 {
 		if err := setKubeletConfig(c, "clusterDNS", dns); err != nil {
@@ -268,6 +207,93 @@ func (p *al2Params) build(ctx context.Context, r Resolver) (*v1alpha1.NodeConfig
 		c.Spec.Instance.LocalStorage.Strategy = strategy
 	}
 	return c, findings, nil
+}
+
+// serviceNet is what is known of the cluster's service network.
+type serviceNet struct{ v4, v6, family string }
+
+// describe fills what the flags left out from EKS DescribeCluster.
+func (p *al2Params) describe(ctx context.Context, r Resolver, cl *v1alpha1.ClusterDetails, net *serviceNet) error {
+	if r == nil {
+		return fmt.Errorf("%s: bootstrap.sh gives no %s for cluster %s, so EKS DescribeCluster must supply it: %w", p.where, missingWhat(p), p.clusterName, ErrNoResolver)
+	}
+	d, err := r.DescribeCluster(ctx, p.clusterName, p.retries)
+	if err != nil {
+		return fmt.Errorf("%s: describing cluster %s: %w", p.where, p.clusterName, err)
+	}
+	if cl.APIServerEndpoint == "" {
+		cl.APIServerEndpoint = d.Endpoint
+	}
+	if len(cl.CertificateAuthority) == 0 {
+		cl.CertificateAuthority = d.CertificateData
+	}
+	if net.v4 == "" {
+		net.v4 = d.ServiceIPv4CIDR
+	}
+	if net.v6 == "" {
+		net.v6 = d.ServiceIPv6CIDR
+	}
+	if net.family == "" {
+		net.family = strings.ToLower(d.IPFamily)
+	}
+	if cl.ID == "" {
+		cl.ID = d.ID
+	}
+	if cl.EnableOutpost == nil && d.Outpost {
+		yes := true
+		cl.EnableOutpost = &yes
+	}
+	return nil
+}
+
+func (p *al2Params) dnsIPs() ([]string, error) {
+	if p.dnsClusterIP == "" {
+		return nil, nil
+	}
+	var dns []string
+	for _, ip := range strings.Split(p.dnsClusterIP, ",") {
+		ip = strings.TrimSpace(ip)
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return nil, fmt.Errorf("%s: --dns-cluster-ip %q: %q is not an IP address", p.where, p.dnsClusterIP, ip)
+		}
+		dns = append(dns, ip)
+	}
+	return dns, nil
+}
+
+// serviceCIDR picks the service CIDR by bootstrap.sh's rules.
+func (p *al2Params) serviceCIDR(ctx context.Context, r Resolver, net serviceNet, dns []string, info func(string, ...any)) (string, error) {
+	if net.v6 != "" {
+		if net.family == "ipv4" && p.serviceIPv6CIDR != "" {
+			return "", fmt.Errorf("%s: --ip-family should be ipv6 when --service-ipv6-cidr is specified", p.where)
+		}
+		net.family = "ipv6"
+	}
+	switch {
+	case net.family == "ipv6" && net.v6 != "":
+		return net.v6, nil
+	case net.family == "ipv6" && len(dns) == 0:
+		return "", fmt.Errorf("%s: one of --service-ipv6-cidr or --dns-cluster-ip must be provided when --ip-family is ipv6", p.where)
+	case net.family != "ipv6" && net.v4 != "" && net.v4 != "None":
+		return net.v4, nil
+	case len(dns) > 0 && eksDefaultDNS[dns[0]] != "":
+		info("service CIDR %s inferred from --dns-cluster-ip %s (EKS's default range for it)", eksDefaultDNS[dns[0]], dns[0])
+		return eksDefaultDNS[dns[0]], nil
+	}
+	// bootstrap.sh's rule: EKS picks 172.20.0.0/16 when the VPC uses 10.0.0.0/8.
+	if r == nil {
+		return "", fmt.Errorf("%s: no service CIDR or cluster DNS address given; give --service-ipv4-cidr (or --dns-cluster-ip), or run where instance metadata tells the VPC's range: %w", p.where, ErrNoResolver)
+	}
+	blocks, err := r.VPCIPv4CIDRs(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s: reading the VPC's CIDR blocks to choose the service CIDR: %w", p.where, err)
+	}
+	cidr := "10.100.0.0/16"
+	if slices.ContainsFunc(blocks, func(b string) bool { return strings.HasPrefix(b, "10.") }) {
+		cidr = "172.20.0.0/16"
+	}
+	info("service CIDR %s chosen as bootstrap.sh does: the VPC's blocks are %v; give --service-ipv4-cidr to be sure", cidr, blocks)
+	return cidr, nil
 }
 
 func (p *al2Params) kubeletOptions(c *v1alpha1.NodeConfig, info func(string, ...any)) error {

@@ -3,7 +3,6 @@ package userdata
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -54,6 +53,31 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 		ignore("no settings.kubernetes table: configures no node")
 		return nil, findings, nil
 	}
+	params, taints, err := bottlerocketParams(kube, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	handled := map[string]bool{"cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
+	for _, k := range sortedKeys(kube) {
+		if !handled[k] {
+			ignore("settings.kubernetes.%s: not translated; set the equivalent in spec.kubelet.config if you need it", k)
+		}
+	}
+	cfg, more, err := params.build(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(taints) > 0 {
+		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
+			return nil, nil, err
+		}
+	}
+	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: "Bottlerocket settings.kubernetes translated to a NodeConfig"}}, findings...)
+	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil
+}
+
+// bottlerocketParams reads the settings.kubernetes keys that map onto bootstrap inputs.
+func bottlerocketParams(kube map[string]any, name string) (*al2Params, []taint, error) {
 	str := func(key string) (string, error) {
 		v, ok := kube[key]
 		if !ok {
@@ -65,7 +89,7 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 		}
 		return s, nil
 	}
-	params := &al2Params{where: name, retries: 3}
+	params := &al2Params{where: name, retries: 3, caField: "settings.kubernetes.cluster-certificate"}
 	var err error
 	if params.clusterName, err = str("cluster-name"); err != nil {
 		return nil, nil, err
@@ -78,11 +102,6 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	}
 	if params.b64CA, err = str("cluster-certificate"); err != nil {
 		return nil, nil, err
-	}
-	if params.b64CA != "" {
-		if _, err := base64.StdEncoding.DecodeString(params.b64CA); err != nil {
-			return nil, nil, fmt.Errorf("%s: settings.kubernetes.cluster-certificate is not base64: %w", name, err)
-		}
 	}
 	switch v := kube["cluster-dns-ip"].(type) {
 	case nil:
@@ -115,23 +134,7 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	if err != nil {
 		return nil, nil, err
 	}
-	handled := map[string]bool{"cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
-	for _, k := range sortedKeys(kube) {
-		if !handled[k] {
-			ignore("settings.kubernetes.%s: not translated; set the equivalent in spec.kubelet.config if you need it", k)
-		}
-	}
-	cfg, more, err := params.build(ctx, r)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(taints) > 0 {
-		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
-			return nil, nil, err
-		}
-	}
-	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: "Bottlerocket settings.kubernetes translated to a NodeConfig"}}, findings...)
-	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil
+	return params, taints, nil
 }
 
 // bottlerocketTaints reads node-taints: key = "value:Effect" or key = ["value:Effect", ...].

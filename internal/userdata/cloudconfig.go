@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -50,81 +51,37 @@ func (f *cloudFile) decoded() ([]byte, error) {
 	}
 }
 
+// cloudConfig is what nodeadm reads of a cloud-config document.
+type cloudConfig struct {
+	env, extra []byte          // eksctl's kubelet.env and kubelet-extra.json, when written
+	script     strings.Builder // runcmd commands other than eksctl's scripts, one per line
+	findings   []Finding
+}
+
 // translateCloudConfig reads eksctl's AL2 cloud-config: kubelet.env holds bootstrap.sh's
 // inputs, kubelet-extra.json the kubelet configuration merged over the defaults.
 // Commands and other modules are listed, never run.
 func translateCloudConfig(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, error) {
 	name := p.Name()
-	body := bytes.ReplaceAll(p.Body, []byte("\r\n"), []byte("\n"))
-	var top map[string]json.RawMessage
-	if err := sigsyaml.Unmarshal(body, &top); err != nil {
-		return nil, nil, fmt.Errorf("%s: cloud-config is not valid YAML: %w", name, err)
+	cc, err := readCloudConfig(p.Body, name)
+	if err != nil {
+		return nil, nil, err
 	}
-	var findings []Finding
+	findings := cc.findings
 	ignore := func(format string, args ...any) {
 		findings = append(findings, Finding{Part: name, Level: LevelIgnored, Msg: fmt.Sprintf(format, args...)})
 	}
-	var files []cloudFile
-	if raw, ok := top["write_files"]; ok {
-		if err := json.Unmarshal(raw, &files); err != nil {
-			return nil, nil, fmt.Errorf("%s: cloud-config write_files: %w", name, err)
-		}
-	}
-	var runcmd []json.RawMessage
-	if raw, ok := top["runcmd"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &runcmd); err != nil {
-			return nil, nil, fmt.Errorf("%s: cloud-config runcmd: %w", name, err)
-		}
-	}
-	for _, k := range sortedKeys(top) {
-		if k != "write_files" && k != "runcmd" && string(top[k]) != "null" {
-			ignore("cloud-config module %q: cloud-init's business, not the node configuration's", k)
-		}
-	}
-
-	var env, extra []byte
-	for i := range files {
-		f := &files[i]
-		data, err := f.decoded()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: write_files %s: %w", name, f.Path, err)
-		}
-		switch {
-		case f.Path == eksctlKubeletEnv:
-			env = data
-		case f.Path == eksctlKubeletExtra:
-			extra = data
-		case strings.HasPrefix(f.Path, eksctlScriptDir):
-			findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("write_files %s: eksctl's bootstrap script; nodeadm does its work itself", f.Path)})
-		default:
-			ignore("write_files %s: not a file nodeadm reads; cloud-init writes it where it runs", f.Path)
-		}
-	}
-	var script strings.Builder
-	for _, raw := range runcmd {
-		cmd, err := runcmdText(raw)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: cloud-config runcmd entry %s: %w", name, raw, err)
-		}
-		if strings.HasPrefix(cmd, eksctlScriptDir) {
-			continue
-		}
-		script.WriteString(cmd + "\n")
-	}
-
 	var params *al2Params
 	switch {
-	case env != nil:
-		var err error
-		params, err = parseKubeletEnv(env, name)
-		if err != nil {
+	case cc.env != nil:
+		if params, err = parseKubeletEnv(cc.env, name); err != nil {
 			return nil, nil, err
 		}
-		if script.Len() > 0 {
-			ignore("runcmd commands other than eksctl's scripts are not run by nodeadm: %q", strings.TrimSpace(script.String()))
+		if cc.script.Len() > 0 {
+			ignore("runcmd commands other than eksctl's scripts are not run by nodeadm: %q", strings.TrimSpace(cc.script.String()))
 		}
-	case script.Len() > 0:
-		call, err := findBootstrapCall([]byte(script.String()), name+" runcmd")
+	case cc.script.Len() > 0:
+		call, err := findBootstrapCall([]byte(cc.script.String()), name+" runcmd")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -133,8 +90,7 @@ func translateCloudConfig(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1
 			return nil, findings, nil
 		}
 		var more []Finding
-		params, more, err = parseBootstrapArgs(call.Args, name)
-		if err != nil {
+		if params, more, err = parseBootstrapArgs(call.Args, name); err != nil {
 			return nil, nil, err
 		}
 		findings = append(findings, more...)
@@ -147,22 +103,92 @@ func translateCloudConfig(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1
 		return nil, nil, err
 	}
 	findings = append(findings, more...)
-	if extra != nil {
-		var doc map[string]json.RawMessage
-		if err := json.Unmarshal(extra, &doc); err != nil {
-			return nil, nil, fmt.Errorf("%s: %s is not a JSON object: %w", name, eksctlKubeletExtra, err)
+	if cc.extra != nil {
+		keys, err := mergeKubeletExtra(cfg, cc.extra, name)
+		if err != nil {
+			return nil, nil, err
 		}
-		for _, k := range sortedKeys(doc) {
-			if err := setKubeletConfig(cfg, k, doc[k]); err != nil {
-				return nil, nil, err
-			}
-		}
-		if len(doc) > 0 {
-			findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("%s merged into spec.kubelet.config (%s)", eksctlKubeletExtra, strings.Join(sortedKeys(doc), ", "))})
+		if len(keys) > 0 {
+			findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("%s merged into spec.kubelet.config (%s)", eksctlKubeletExtra, strings.Join(keys, ", "))})
 		}
 	}
 	return []*v1alpha1.NodeConfig{cfg}, findings, nil
 }
+
+// readCloudConfig decodes a cloud-config document and sorts out its files and commands.
+func readCloudConfig(body []byte, name string) (*cloudConfig, error) {
+	body = bytes.ReplaceAll(body, []byte("\r\n"), []byte("\n"))
+	var top map[string]json.RawMessage
+	if err := sigsyaml.Unmarshal(body, &top); err != nil {
+		return nil, fmt.Errorf("%s: cloud-config is not valid YAML: %w", name, err)
+	}
+	cc := &cloudConfig{}
+	ignore := func(format string, args ...any) {
+		cc.findings = append(cc.findings, Finding{Part: name, Level: LevelIgnored, Msg: fmt.Sprintf(format, args...)})
+	}
+	var files []cloudFile
+	if raw, ok := top["write_files"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &files); err != nil {
+			return nil, fmt.Errorf("%s: cloud-config write_files: %w", name, err)
+		}
+	}
+	var runcmd []json.RawMessage
+	if raw, ok := top["runcmd"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &runcmd); err != nil {
+			return nil, fmt.Errorf("%s: cloud-config runcmd: %w", name, err)
+		}
+	}
+	for _, k := range sortedKeys(top) {
+		if k != "write_files" && k != "runcmd" && string(top[k]) != "null" {
+			ignore("cloud-config module %q: cloud-init's business, not the node configuration's", k)
+		}
+	}
+	for i := range files {
+		f := &files[i]
+		data, err := f.decoded()
+		if err != nil {
+			return nil, fmt.Errorf("%s: write_files %s: %w", name, f.Path, err)
+		}
+		switch {
+		case f.Path == eksctlKubeletEnv:
+			cc.env = data
+		case f.Path == eksctlKubeletExtra:
+			cc.extra = data
+		case strings.HasPrefix(f.Path, eksctlScriptDir):
+			cc.findings = append(cc.findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("write_files %s: eksctl's bootstrap script; nodeadm does its work itself", f.Path)})
+		default:
+			ignore("write_files %s: not a file nodeadm reads; cloud-init writes it where it runs", f.Path)
+		}
+	}
+	for _, raw := range runcmd {
+		cmd, err := runcmdText(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cloud-config runcmd entry %s: %w", name, raw, err)
+		}
+		if !strings.HasPrefix(cmd, eksctlScriptDir) {
+			cc.script.WriteString(cmd + "\n")
+		}
+	}
+	return cc, nil
+}
+
+// mergeKubeletExtra merges eksctl's kubelet-extra.json into spec.kubelet.config, as
+// eksctl's script merges it over the kubelet config, and returns its keys.
+func mergeKubeletExtra(cfg *v1alpha1.NodeConfig, extra []byte, name string) ([]string, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %s is not a JSON object: %w", name, eksctlKubeletExtra, err)
+	}
+	keys := sortedKeys(doc)
+	for _, k := range keys {
+		if err := setKubeletConfig(cfg, k, doc[k]); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+var safeWordRE = regexp.MustCompile(`^[A-Za-z0-9_./=:,@+-]+$`)
 
 // runcmdText renders a runcmd entry, a string or an argv list, as one shell line.
 func runcmdText(raw json.RawMessage) (string, error) {
@@ -180,7 +206,10 @@ func runcmdText(raw json.RawMessage) (string, error) {
 	}
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
-		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		quoted[i] = a
+		if !safeWordRE.MatchString(a) {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
 	}
 	return strings.Join(quoted, " "), nil
 }

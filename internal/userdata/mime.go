@@ -158,16 +158,10 @@ func splitMultipart(data []byte) ([]rawPart, []string, error) {
 			curStart, cur, closed, sawDelim = -1, nil, true, true
 			// Text after the closing boundary is an epilogue, which MIME ignores. If it
 			// holds what looks like another part, say so and take it: the author meant it.
-			rest := lines[i+1:]
-			j := 0
-			for j < len(rest) && strings.TrimSpace(rest[j]) == "" {
-				j++
-			}
-			if j < len(rest) && strings.HasPrefix(strings.ToLower(rest[j]), "content-type:") {
-				notes = append(notes, fmt.Sprintf("line %d: a part follows the closing boundary %q on line %d; it is taken as part %d (write %q, without the trailing --, between parts)", i+j+2, closeDelim, i+1, len(parts)+1, delim))
-				closed = false
-				curStart, cur = i+1+j, nil
-				i += j
+			if next := partAfterClose(lines, i+1); next >= 0 {
+				notes = append(notes, fmt.Sprintf("line %d: a part follows the closing boundary %q on line %d; it is taken as part %d (write %q, without the trailing --, between parts)", next+1, closeDelim, i+1, len(parts)+1, delim))
+				closed, curStart, cur = false, next, nil
+				i = next - 1
 			} else {
 				i = len(lines)
 			}
@@ -190,6 +184,21 @@ func splitMultipart(data []byte) ([]rawPart, []string, error) {
 		notes = append(notes, fmt.Sprintf("the closing boundary %q is missing; the last part runs to the end of the user data", closeDelim))
 	}
 	return parts, notes, nil
+}
+
+// partAfterClose returns the index of a "Content-Type:" line that starts, after blank
+// lines, at lines[from:], or -1.
+func partAfterClose(lines []string, from int) int {
+	for j := from; j < len(lines); j++ {
+		switch {
+		case strings.TrimSpace(lines[j]) == "":
+		case strings.HasPrefix(strings.ToLower(lines[j]), "content-type:"):
+			return j
+		default:
+			return -1
+		}
+	}
+	return -1
 }
 
 func parsePart(lines []string, start, index int) (rawPart, error) {
