@@ -34,6 +34,22 @@ type al2Params struct {
 	retries         int
 	// caField names where the CA came from, for errors.
 	caField string
+	// warnings are accepted oddities to report.
+	warnings []string
+}
+
+// containerRuntime accepts containerd, and dockerd with a warning: dockerd left
+// Kubernetes in 1.24, and user data written for older nodes still names it.
+func (p *al2Params) containerRuntime(source, v string) error {
+	switch v {
+	case "", "containerd":
+		return nil
+	case "dockerd":
+		p.warnings = append(p.warnings, source+" dockerd: dockerd was removed in Kubernetes 1.24; the node runs containerd")
+		return nil
+	default:
+		return fmt.Errorf("%q: containerd is the only supported container runtime as of Kubernetes version 1.24", v)
+	}
 }
 
 // bootstrapFlag describes one bootstrap.sh flag: how it sets al2Params, or why
@@ -92,12 +108,7 @@ var bootstrapFlags = map[string]bootstrapFlag{
 		p.retries = n
 		return nil
 	}},
-	"--container-runtime": {set: func(_ *al2Params, v string) error {
-		if v != "containerd" && v != "" {
-			return fmt.Errorf("%q: containerd is the only supported container runtime as of Kubernetes version 1.24", v)
-		}
-		return nil
-	}},
+	"--container-runtime": {set: func(p *al2Params, v string) error { return p.containerRuntime("--container-runtime", v) }},
 	"--containerd-config-file":  {ignore: "it names a file on the AL2 AMI, which nodeadm cannot read from user data; put its settings in spec.containerd.config"},
 	"--docker-config-json":      {ignore: "dockerd was removed in Kubernetes 1.24; nodejoin runs containerd"},
 	"--enable-docker-bridge":    {ignore: "dockerd was removed in Kubernetes 1.24; nodejoin runs containerd"},
@@ -162,6 +173,9 @@ func (p *al2Params) build(ctx context.Context, r Resolver) (*v1alpha1.NodeConfig
 	var findings []Finding
 	info := func(format string, args ...any) {
 		findings = append(findings, Finding{Part: p.where, Level: LevelInfo, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, w := range p.warnings {
+		findings = append(findings, Finding{Part: p.where, Level: LevelWarning, Msg: w})
 	}
 	c := newNodeConfig()
 	cl := &c.Spec.Cluster

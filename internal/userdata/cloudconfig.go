@@ -80,6 +80,7 @@ func translateCloudConfig(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1
 		if cc.script.Len() > 0 {
 			ignore("runcmd commands other than eksctl's scripts are not run by nodeadm: %q", strings.TrimSpace(cc.script.String()))
 		}
+		ignore("eksctl's bootstrap.helper.sh also labels the node node-lifecycle=<from instance metadata> and alpha.eksctl.io/instance-id=<instance ID>; nodeadm does not add these labels")
 	case cc.script.Len() > 0:
 		call, err := findBootstrapCall([]byte(cc.script.String()), name+" runcmd")
 		if err != nil {
@@ -253,8 +254,8 @@ func parseKubeletEnv(data []byte, where string) (*al2Params, error) {
 		}
 		p.maxPods = n
 	}
-	if v := vars["CONTAINER_RUNTIME"]; v != "" && v != "containerd" {
-		return nil, fmt.Errorf("%s: %s CONTAINER_RUNTIME=%q: containerd is the only supported container runtime as of Kubernetes version 1.24", where, eksctlKubeletEnv, v)
+	if err := p.containerRuntime(eksctlKubeletEnv+" CONTAINER_RUNTIME", vars["CONTAINER_RUNTIME"]); err != nil {
+		return nil, fmt.Errorf("%s: %s CONTAINER_RUNTIME: %w", where, eksctlKubeletEnv, err)
 	}
 	if v := vars["NODE_LABELS"]; v != "" {
 		p.kubeletArgs = append(p.kubeletArgs, "--node-labels="+v)

@@ -26,6 +26,8 @@ type BootstrapCall struct {
 type staticEnv struct {
 	vars    map[string]expand.Variable
 	dynamic map[string]int // variables set by something nodeadm does not run → line
+	// cloudFormation is set when the script holds ${AWS::...} placeholders.
+	cloudFormation bool
 }
 
 func (e *staticEnv) Get(name string) expand.Variable { return e.vars[name] }
@@ -48,7 +50,7 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
 	}
-	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}}
+	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}, cloudFormation: bytes.Contains(script, []byte("${AWS::"))}
 	cfg := &expand.Config{Env: env, NoUnset: true}
 	assign := func(a *syntax.Assign) {
 		if a.Name == nil {
@@ -128,7 +130,11 @@ func expansionError(where string, line int, env *staticEnv, err error) error {
 		if l, ok := env.dynamic[name]; ok {
 			return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s comes from a command on line %d, which nodeadm does not run; give its value literally", where, line, name, l)
 		}
-		return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s is not set earlier in the script; set it before the call or give the value literally", where, line, name)
+		hint := "set it before the call or give the value literally"
+		if env.cloudFormation {
+			hint = "the script still holds CloudFormation Fn::Sub placeholders such as ${AWS::Region}, which CloudFormation replaces before an instance sees its user data: test the rendered user data (aws ec2 describe-instance-attribute --attribute userData)"
+		}
+		return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s is not set earlier in the script; %s", where, line, name, hint)
 	}
 	return fmt.Errorf("%s, line %d: expanding bootstrap.sh arguments: %s", where, line, strings.TrimSpace(err.Error()))
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
 )
 
-// fakeResolver answers DescribeCluster for one cluster and counts the calls.
+// fakeResolver answers DescribeCluster for the clusters it knows and counts the calls.
 type fakeResolver struct {
 	cluster string
 	info    ClusterInfo
+	others  map[string]ClusterInfo
 	vpc     []string
 	calls   int
 	retries int
@@ -25,10 +26,13 @@ type fakeResolver struct {
 func (f *fakeResolver) DescribeCluster(_ context.Context, name string, retries int) (*ClusterInfo, error) {
 	f.calls++
 	f.retries = retries
-	if name != f.cluster {
+	info, ok := f.others[name]
+	if name == f.cluster {
+		info, ok = f.info, true
+	}
+	if !ok {
 		return nil, fmt.Errorf("ResourceNotFoundException: No cluster found for name: %s", name)
 	}
-	info := f.info
 	return &info, nil
 }
 
@@ -123,7 +127,7 @@ func TestBootstrapServiceCIDRRules(t *testing.T) {
 		{"IPv6 CIDR", " --service-ipv6-cidr fd00::/108", nil, "fd00::/108", "", ""},
 		{"IPv6 without CIDR or DNS", " --ip-family ipv6", nil, "", "", "one of --service-ipv6-cidr or --dns-cluster-ip must be provided"},
 		{"IPv4 family with IPv6 CIDR", " --ip-family ipv4 --service-ipv6-cidr fd00::/108", nil, "", "", "--ip-family should be ipv6"},
-		{"dockerd", " --container-runtime dockerd", nil, "", "", "containerd is the only supported container runtime"},
+		{"docker", " --container-runtime docker", nil, "", "", "containerd is the only supported container runtime"},
 		{"unknown flag", " --max-pods 3", nil, "", "", "unknown bootstrap.sh flag --max-pods"},
 		{"flag without value", " --use-max-pods", nil, "", "", "flag --use-max-pods has no value"},
 		{"bad bool", " --use-max-pods nope", nil, "", "", "want true or false"},
