@@ -108,7 +108,7 @@ var bootstrapFlags = map[string]bootstrapFlag{
 		p.retries = n
 		return nil
 	}},
-	"--container-runtime": {set: func(p *al2Params, v string) error { return p.containerRuntime("--container-runtime", v) }},
+	"--container-runtime":       {set: func(p *al2Params, v string) error { return p.containerRuntime("--container-runtime", v) }},
 	"--containerd-config-file":  {ignore: "it names a file on the AL2 AMI, which nodeadm cannot read from user data; put its settings in spec.containerd.config"},
 	"--docker-config-json":      {ignore: "dockerd was removed in Kubernetes 1.24; nodejoin runs containerd"},
 	"--enable-docker-bridge":    {ignore: "dockerd was removed in Kubernetes 1.24; nodejoin runs containerd"},
