@@ -22,7 +22,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Use:   "nodejoin",
 		Short: "Run local Kubernetes clusters whose nodes join the way EKS nodes do",
 	}
-	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand())
+	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(), imdsCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 
