@@ -1,0 +1,323 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/mod/semver"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+)
+
+// Metadata is what the instance's metadata service says about it.
+type Metadata struct {
+	InstanceID       string
+	InstanceType     string
+	Region           string
+	AvailabilityZone string
+	MAC              string
+	LocalIPv4        string
+	IPv6             []string
+	PrivateDNSName   string
+	VPCIPv4CIDRs     []string
+}
+
+// Options tune rendering to the host.
+type Options struct {
+	// Root is where the node's file system starts: "/" on a real host, an instance's
+	// directory for a local instance. Paths inside the files point under it too.
+	Root string
+	// KubeletVersion such as v1.37.1 switches version-dependent settings.
+	KubeletVersion string
+	// CPUMillis is the host's online CPU in millicores, for kubeReserved.
+	CPUMillis int
+	// InstanceTypes looks up max-pods inputs; nil or a miss falls back to 110 pods.
+	InstanceTypes func(string) (nodeconfig.ENIInfo, bool)
+	// NodeadmPath is the nodeadm binary the kubeconfig's credential plugin runs.
+	NodeadmPath string
+	// BootstrapToken, when set, makes the kubelet join with a bootstrap token
+	// instead of the AWS-style credential plugin.
+	BootstrapToken string
+	// CNIBinDir is where the CNI plugins are installed. Default /opt/cni/bin.
+	CNIBinDir string
+}
+
+// The files nodeadm writes, as paths on the node.
+const (
+	CAPath                  = "/etc/kubernetes/pki/ca.crt"
+	KubeletConfigPath       = "/etc/kubernetes/kubelet/config.json"
+	KubeletDropInDir        = "/etc/kubernetes/kubelet/config.json.d"
+	KubeletDropInPath       = KubeletDropInDir + "/40-nodeadm.conf"
+	KubeconfigPath          = "/var/lib/kubelet/kubeconfig"
+	BootstrapKubeconfigPath = "/var/lib/kubelet/bootstrap-kubeconfig"
+	KubeletEnvPath          = "/etc/eks/kubelet/environment"
+	ContainerdConfigPath    = "/etc/containerd/config.toml"
+	BaseRuntimeSpecPath     = "/etc/containerd/base-runtime-spec.json"
+	// KubeletArgsVar is the environment file's variable that holds the kubelet's flags.
+	KubeletArgsVar = "NODEADM_KUBELET_ARGS"
+)
+
+// Rendered is the outcome of Render.
+type Rendered struct {
+	Files Files
+	// KubeletArgs is the kubelet's full command line after the binary.
+	KubeletArgs []string
+	// MaxPods is the max pods value nodeadm computed (the user's drop-in may override).
+	MaxPods int
+	// Warnings are fallbacks taken, such as an unknown instance type.
+	Warnings []string
+}
+
+// Render computes every file of the node from a merged, valid configuration.
+func Render(cfg *v1alpha1.NodeConfig, md *Metadata, o Options) (*Rendered, error) {
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	if o.NodeadmPath == "" {
+		o.NodeadmPath = "/usr/bin/nodeadm"
+	}
+	if o.CNIBinDir == "" {
+		o.CNIBinDir = "/opt/cni/bin"
+	}
+	r := &renderer{cfg: cfg, md: md, o: o, out: &Rendered{}}
+	steps := []func() error{r.ca, r.kubeletConfig, r.kubeconfig, r.kubeletEnv, r.containerd}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	r.out.Files = r.out.Files.Sorted()
+	return r.out, nil
+}
+
+type renderer struct {
+	cfg *v1alpha1.NodeConfig
+	md  *Metadata
+	o   Options
+	out *Rendered
+}
+
+// p maps a path on the node to where it is on this host.
+func (r *renderer) p(path string) string { return filepath.Join(r.o.Root, path) }
+
+func (r *renderer) warn(format string, args ...any) {
+	r.out.Warnings = append(r.out.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (r *renderer) ca() error {
+	r.out.Files.add(CAPath, 0o644, r.cfg.Spec.Cluster.CertificateAuthority)
+	return nil
+}
+
+func (r *renderer) versionAtLeast(v string) bool {
+	return r.o.KubeletVersion != "" && semver.Compare(r.o.KubeletVersion, v) >= 0
+}
+
+func (r *renderer) kubeletConfig() error {
+	spec := &r.cfg.Spec
+	dns, err := nodeconfig.ClusterDNS(spec.Cluster.CIDR)
+	if err != nil {
+		return err
+	}
+	info, known := nodeconfig.ENIInfo{}, false
+	if r.o.InstanceTypes != nil {
+		info, known = r.o.InstanceTypes(r.md.InstanceType)
+	}
+	maxPods := nodeconfig.DefaultMaxPods
+	if known {
+		maxPods, err = nodeconfig.MaxPods(info, spec.Kubelet.MaxPodsExpression)
+		if err != nil {
+			r.warn("%v", err)
+		}
+	} else {
+		r.warn("instance type %q is not in the instance-type table: max pods is %d", r.md.InstanceType, maxPods)
+	}
+	r.out.MaxPods = maxPods
+	featureGates := map[string]bool{"RotateKubeletServerCertificate": true}
+	c := map[string]any{
+		"kind":       "KubeletConfiguration",
+		"apiVersion": "kubelet.config.k8s.io/v1beta1",
+		"address":    "0.0.0.0",
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true, "cacheTTL": "2m0s"},
+			"x509":      map[string]any{"clientCAFile": r.p(CAPath)},
+		},
+		"authorization": map[string]any{
+			"mode":    "Webhook",
+			"webhook": map[string]any{"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"},
+		},
+		"cgroupDriver":             "systemd",
+		"cgroupRoot":               "/",
+		"clusterDomain":            "cluster.local",
+		"clusterDNS":               []string{dns},
+		"containerRuntimeEndpoint": "unix://" + r.p("/run/containerd/containerd.sock"),
+		"evictionHard":             map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"},
+		"featureGates":             featureGates,
+		"hairpinMode":              "hairpin-veth",
+		"protectKernelDefaults":    true,
+		"readOnlyPort":             0,
+		"logging":                  map[string]any{"verbosity": 2},
+		"serializeImagePulls":      false,
+		"serverTLSBootstrap":       true,
+		"tlsCipherSuites": []string{
+			"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+			"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+			"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+			"TLS_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_256_GCM_SHA384",
+		},
+		"providerID":           fmt.Sprintf("aws:///%s/%s", r.md.AvailabilityZone, r.md.InstanceID),
+		"systemReservedCgroup": "/system",
+		"kubeReservedCgroup":   "/runtime",
+		"maxPods":              maxPods,
+		"kubeReserved": map[string]string{
+			"cpu":               fmt.Sprintf("%dm", nodeconfig.KubeReservedCPUMillis(r.o.CPUMillis)),
+			"ephemeral-storage": "1Gi",
+			"memory":            fmt.Sprintf("%dMi", nodeconfig.KubeReservedMemoryMi(maxPods)),
+		},
+	}
+	if r.versionAtLeast("v1.33.0") {
+		featureGates["DynamicResourceAllocation"] = true
+	}
+	if r.versionAtLeast("v1.34.0") {
+		featureGates["MutableCSINodeAllocatableCount"] = true
+		c["shutdownGracePeriod"] = "2m30s"
+		c["shutdownGracePeriodCriticalPods"] = "30s"
+	}
+	data, err := indentJSON(c)
+	if err != nil {
+		return err
+	}
+	r.out.Files.add(KubeletConfigPath, 0o644, data)
+	if len(spec.Kubelet.Config) > 0 {
+		dropIn := map[string]any{"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1"}
+		for k, v := range spec.Kubelet.Config {
+			dropIn[k] = json.RawMessage(v)
+		}
+		data, err := indentJSON(dropIn)
+		if err != nil {
+			return fmt.Errorf("encoding spec.kubelet.config: %w", err)
+		}
+		r.out.Files.add(KubeletDropInPath, 0o644, data)
+	}
+	return nil
+}
+
+// indentJSON encodes with sorted keys and a 4-space indent, as upstream writes.
+func indentJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "    "); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+func (r *renderer) kubeconfig() error {
+	cl := r.cfg.Spec.Cluster
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: cl.APIServerEndpoint, CertificateAuthority: r.p(CAPath)}
+	cfg.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: "kubelet"}
+	cfg.CurrentContext = "kubelet"
+	if r.o.BootstrapToken != "" {
+		cfg.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{Token: r.o.BootstrapToken}
+		data, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return err
+		}
+		// The kubelet writes its own kubeconfig, with its client certificate, after TLS
+		// bootstrapping; the bootstrap one holds a secret.
+		r.out.Files.add(BootstrapKubeconfigPath, 0o600, data)
+		return nil
+	}
+	name := cl.Name
+	if cl.EnableOutpost != nil && *cl.EnableOutpost && cl.ID != "" {
+		name = cl.ID
+	}
+	args := []string{"get-token", "--cluster-name", name}
+	if r.md.Region != "" {
+		args = append(args, "--region", r.md.Region)
+	}
+	cfg.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion:      "client.authentication.k8s.io/v1beta1",
+		Command:         r.o.NodeadmPath,
+		Args:            args,
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	r.out.Files.add(KubeconfigPath, 0o644, data)
+	return nil
+}
+
+// kubeletEnv writes the kubelet's command line: nodeadm's flags sorted by name (upstream
+// writes them in random order), then the user's flags in their order, so the last
+// occurrence of a flag wins as the kubelet's flag parser wants.
+func (r *renderer) kubeletEnv() error {
+	flags := map[string]string{
+		"config":          r.p(KubeletConfigPath),
+		"kubeconfig":      r.p(KubeconfigPath),
+		"cloud-provider":  "external",
+		"runtime-cgroups": "/runtime.slice/containerd.service",
+		"node-ip":         r.nodeIP(),
+	}
+	if r.o.BootstrapToken != "" {
+		flags["bootstrap-kubeconfig"] = r.p(BootstrapKubeconfigPath)
+	}
+	if len(r.cfg.Spec.Kubelet.Config) > 0 {
+		flags["config-dir"] = r.p(KubeletDropInDir)
+	}
+	if r.cfg.Spec.Enabled(v1alpha1.FeatureInstanceIDNodeName) {
+		flags["hostname-override"] = r.md.InstanceID
+	} else {
+		flags["hostname-override"] = r.md.PrivateDNSName
+	}
+	if r.o.Root != "/" {
+		flags["root-dir"] = r.p("/var/lib/kubelet")
+		flags["cert-dir"] = r.p("/var/lib/kubelet/pki")
+	}
+	var args []string
+	for _, k := range sortedKeys(flags) {
+		if flags[k] != "" {
+			args = append(args, "--"+k+"="+flags[k])
+		}
+	}
+	args = append(args, r.cfg.Spec.Kubelet.Flags...)
+	r.out.KubeletArgs = args
+	for _, a := range args {
+		if strings.ContainsAny(a, " \t\n\"'\\$") {
+			return fmt.Errorf("kubelet flag %q contains a space, quote or $: the environment file cannot carry it intact", a)
+		}
+	}
+	r.out.Files.add(KubeletEnvPath, 0o644, []byte(KubeletArgsVar+"="+strings.Join(args, " ")+"\n"))
+	return nil
+}
+
+func (r *renderer) nodeIP() string {
+	if strings.Contains(r.cfg.Spec.Cluster.CIDR, ":") && len(r.md.IPv6) > 0 {
+		return r.md.IPv6[0]
+	}
+	return r.md.LocalIPv4
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
