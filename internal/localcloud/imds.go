@@ -63,8 +63,8 @@ type IMDS struct {
 
 // Token headers and limits of IMDSv2.
 const (
-	tokenHeader    = "X-Aws-Ec2-Metadata-Token"
-	tokenTTLHeader = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
+	tokenHeader    = "X-Aws-Ec2-Metadata-Token"             //nolint:gosec // G101: a header name, not a credential.
+	tokenTTLHeader = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds" //nolint:gosec // G101: a header name, not a credential.
 	maxTokenTTL    = 21600
 	maxTokens      = 1024
 )
@@ -97,7 +97,8 @@ func (m *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	default:
 		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write(body)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(body) //nolint:gosec // G705: plain-text metadata for API clients, never rendered as HTML.
 	}
 }
 

@@ -90,7 +90,7 @@ func TestIMDSWithTheAWSClient(t *testing.T) {
 func TestIMDSRequiresAToken(t *testing.T) {
 	srv := httptest.NewServer(NewIMDS(testInstance(), nil))
 	defer srv.Close()
-	do := func(method, path string, header map[string]string) (*http.Response, string) {
+	do := func(method, path string, header map[string]string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
 		if err != nil {
@@ -105,28 +105,28 @@ func TestIMDSRequiresAToken(t *testing.T) {
 		}
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return resp.StatusCode, string(b)
 	}
-	if resp, _ := do(http.MethodGet, "/latest/meta-data/instance-id", nil); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("IMDSv1 GET = %d, want 401", resp.StatusCode)
+	if code, _ := do(http.MethodGet, "/latest/meta-data/instance-id", nil); code != http.StatusUnauthorized {
+		t.Errorf("IMDSv1 GET = %d, want 401", code)
 	}
-	if resp, _ := do(http.MethodGet, "/latest/meta-data/instance-id", map[string]string{tokenHeader: "forged"}); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("forged token = %d, want 401", resp.StatusCode)
+	if code, _ := do(http.MethodGet, "/latest/meta-data/instance-id", map[string]string{tokenHeader: "forged"}); code != http.StatusUnauthorized {
+		t.Errorf("forged token = %d, want 401", code)
 	}
 	for _, ttl := range []string{"", "0", "21601", "x"} {
-		if resp, _ := do(http.MethodPut, "/latest/api/token", map[string]string{tokenTTLHeader: ttl}); resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("token with TTL %q = %d, want 400", ttl, resp.StatusCode)
+		if code, _ := do(http.MethodPut, "/latest/api/token", map[string]string{tokenTTLHeader: ttl}); code != http.StatusBadRequest {
+			t.Errorf("token with TTL %q = %d, want 400", ttl, code)
 		}
 	}
-	if resp, _ := do(http.MethodPut, "/latest/api/token", map[string]string{tokenTTLHeader: "60", "X-Forwarded-For": "1.2.3.4"}); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("forwarded token request = %d, want 403", resp.StatusCode)
+	if code, _ := do(http.MethodPut, "/latest/api/token", map[string]string{tokenTTLHeader: "60", "X-Forwarded-For": "1.2.3.4"}); code != http.StatusForbidden {
+		t.Errorf("forwarded token request = %d, want 403", code)
 	}
 	_, token := do(http.MethodPut, "/latest/api/token", map[string]string{tokenTTLHeader: "1"})
-	if resp, body := do(http.MethodGet, "/latest/meta-data/instance-id", map[string]string{tokenHeader: token}); resp.StatusCode != http.StatusOK || body != "i-0123456789abcdef0" {
-		t.Errorf("with token = %d %q", resp.StatusCode, body)
+	if code, body := do(http.MethodGet, "/latest/meta-data/instance-id", map[string]string{tokenHeader: token}); code != http.StatusOK || body != "i-0123456789abcdef0" {
+		t.Errorf("with token = %d %q", code, body)
 	}
-	if resp, _ := do(http.MethodGet, "/latest/meta-data/iam/security-credentials/nodes", map[string]string{tokenHeader: token}); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("credentials without a credential source = %d, want 404", resp.StatusCode)
+	if code, _ := do(http.MethodGet, "/latest/meta-data/iam/security-credentials/nodes", map[string]string{tokenHeader: token}); code != http.StatusNotFound {
+		t.Errorf("credentials without a credential source = %d, want 404", code)
 	}
 }
 

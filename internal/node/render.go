@@ -199,7 +199,7 @@ func (r *renderer) kubeletConfig() error {
 	if len(spec.Kubelet.Config) > 0 {
 		dropIn := map[string]any{"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1"}
 		for k, v := range spec.Kubelet.Config {
-			dropIn[k] = json.RawMessage(v)
+			dropIn[k] = v
 		}
 		data, err := indentJSON(dropIn)
 		if err != nil {
