@@ -87,7 +87,7 @@ func Render(cfg *v1alpha1.NodeConfig, md *Metadata, o Options) (*Rendered, error
 		o.CNIBinDir = "/opt/cni/bin"
 	}
 	r := &renderer{cfg: cfg, md: md, o: o, out: &Rendered{}}
-	steps := []func() error{r.ca, r.kubeletConfig, r.kubeconfig, r.kubeletEnv, r.containerd}
+	steps := []func() error{r.ca, r.kubeletConfig, r.kubeconfig, r.kubeletEnv, r.units, r.containerd}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err

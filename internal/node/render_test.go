@@ -240,3 +240,22 @@ func TestWriteIsIdempotentAndAtomic(t *testing.T) {
 		}
 	}
 }
+
+// upstream e2e case nodeadm-environment-config.
+func TestRenderEnvironment(t *testing.T) {
+	out, err := Render(mergedConfig(t, clusterDoc+`  instance:
+    environment:
+      default: {HTTP_PROXY: "http://proxy:8080", NO_PROXY: "localhost,127.0.0.1", HTTPS_PROXY: "http://proxy:8443"}
+      kubelet: {KUBELET_SPECIFIC_VAR: kubelet-value, HTTP_PROXY: "http://kubelet-proxy:8080", QUOTED: 'value with "quotes" inside', SLASH: 'value with \backslash', PCT: '50%'}
+`), e2eInstance, Options{InstanceTypes: e2eTypes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(file(t, out, ManagerEnvironment)); got != "[Manager]\nDefaultEnvironment=\"HTTPS_PROXY=http://proxy:8443\"\nDefaultEnvironment=\"HTTP_PROXY=http://proxy:8080\"\nDefaultEnvironment=\"NO_PROXY=localhost,127.0.0.1\"\n" {
+		t.Errorf("manager environment:\n%s", got)
+	}
+	want := "[Service]\nEnvironment=\"HTTP_PROXY=http://kubelet-proxy:8080\"\nEnvironment=\"KUBELET_SPECIFIC_VAR=kubelet-value\"\nEnvironment=\"PCT=50%%\"\nEnvironment=\"QUOTED=value with \\\"quotes\\\" inside\"\nEnvironment=\"SLASH=value with \\\\backslash\"\n"
+	if got := string(file(t, out, "/etc/systemd/system/kubelet.service.d/environment.conf")); got != want {
+		t.Errorf("kubelet environment:\n%s\nwant\n%s", got, want)
+	}
+}

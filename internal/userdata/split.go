@@ -26,6 +26,8 @@ const (
 // Part is one piece of user data: a MIME part, or the whole user data when it is not
 // multipart.
 type Part struct {
+	// Source names the user data the part belongs to, such as "user data" or a file.
+	Source string
 	// Index is the part's 1-based position in the MIME document; 0 when the user data
 	// is not multipart.
 	Index int
@@ -43,14 +45,20 @@ type Part struct {
 
 // Name names the part in messages.
 func (p *Part) Name() string {
-	if p.Index == 0 {
-		return "user data"
+	src := p.Source
+	if src == "" {
+		src = "user data"
 	}
-	return fmt.Sprintf("user data part %d", p.Index)
+	if p.Index == 0 {
+		return src
+	}
+	return fmt.Sprintf("%s part %d", src, p.Index)
 }
 
 // Document is decoded user data.
 type Document struct {
+	// Source names the user data in messages.
+	Source string
 	// Layers lists the wrappers removed from the whole user data, outermost first.
 	Layers    []string
 	Multipart bool
@@ -61,7 +69,25 @@ type Document struct {
 
 // Split decodes the wrappers and the MIME structure of user data and says what each
 // part is. It does not interpret the parts; Translate does.
-func Split(data []byte) (*Document, error) {
+func Split(data []byte) (*Document, error) { return SplitNamed(data, "user data") }
+
+// SplitNamed is Split for data that messages should call source, such as a file path.
+func SplitNamed(data []byte, source string) (*Document, error) {
+	doc, err := split(data)
+	if err != nil {
+		if source != "user data" {
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		return nil, err
+	}
+	doc.Source = source
+	for i := range doc.Parts {
+		doc.Parts[i].Source = source
+	}
+	return doc, nil
+}
+
+func split(data []byte) (*Document, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("user data is %d bytes, more than the %d accepted", len(data), MaxSize)
 	}

@@ -86,8 +86,12 @@ func Decode(ctx context.Context, data []byte, r Resolver) (*Result, error) {
 // (a bootstrap.sh call with only a cluster name) then fails with ErrNoResolver.
 func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) {
 	res := &Result{Document: doc}
+	source := doc.Source
+	if source == "" {
+		source = "user data"
+	}
 	for _, n := range doc.Notes {
-		res.Findings = append(res.Findings, Finding{Part: "user data", Level: LevelWarning, Msg: n})
+		res.Findings = append(res.Findings, Finding{Part: source, Level: LevelWarning, Msg: n})
 	}
 	for i := range doc.Parts {
 		p := &doc.Parts[i]
