@@ -138,7 +138,7 @@ func (m ProcessManager) Restart(ctx context.Context, name string) error {
 		argv = m.Wrap(argv)
 	}
 	logPath := filepath.Join(m.Root, "var", "log", name+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -84,4 +84,3 @@ func (m IMDS) UserData(ctx context.Context) ([]byte, error) {
 	defer func() { _ = out.Content.Close() }()
 	return io.ReadAll(io.LimitReader(out.Content, 16<<20))
 }
-
