@@ -59,7 +59,7 @@ func eksError(w http.ResponseWriter, status int, kind, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Amzn-Errortype", kind)
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": kind, "message": msg})
 }
 
 // ServeHTTP implements DescribeCluster.

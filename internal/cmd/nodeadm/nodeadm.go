@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/node"
 )
 
 // Run runs nodeadm with args.
@@ -15,8 +16,24 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:   "nodeadm",
 		Short: "Bootstrap a Kubernetes worker node from its user data",
-		Long: "nodeadm reads a node's user data, writes the kubelet's and containerd's configuration\n" +
-			"and starts them, so that the node joins its cluster.",
+		Long: "nodeadm reads a node's user data — NodeConfig, bootstrap.sh calls, eksctl cloud-config or\n" +
+			"Bottlerocket settings — writes the kubelet's and containerd's configuration and starts them,\n" +
+			"so that the node joins its cluster.",
 	}
+	config := &cobra.Command{Use: "config", Short: "Check or print the node configuration"}
+	config.AddCommand(checkCommand(), dumpCommand())
+	ud := &cobra.Command{Use: "userdata", Short: "Inspect user data"}
+	ud.AddCommand(explainCommand())
+	root.AddCommand(initCommand(), config, ud)
 	return cli.Execute(ctx, root, args, stdout, stderr)
+}
+
+// sourceOptions are the flags that say where the configuration comes from.
+type sourceOptions struct {
+	sources []string
+}
+
+func (o *sourceOptions) bind(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&o.sources, "config-source", "c", []string{node.DefaultSource},
+		"where to read configuration, in order, later sources winning: imds://user-data, or file://PATH (a file, or a directory of .yaml/.yml/.json files)")
 }

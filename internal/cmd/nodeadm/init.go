@@ -1,0 +1,218 @@
+package nodeadm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/userdata"
+)
+
+type initOptions struct {
+	src            sourceOptions
+	root           string
+	skip           []string
+	daemons        []string
+	kubeletVersion string
+	kubeletPath    string
+	containerdPath string
+	manager        string
+	bootstrapToken string
+	cniBinDir      string
+}
+
+func initCommand() *cobra.Command {
+	o := &initOptions{}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Configure this node from its configuration sources and start its daemons",
+		Long: "init runs two phases. config: read and merge the configuration, read instance metadata,\n" +
+			"and write the node's files atomically (a file already right is left alone). run: (re)start\n" +
+			"containerd, then the kubelet. --skip skips a phase.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
+	}
+	f := cmd.Flags()
+	o.src.bind(cmd)
+	f.StringVar(&o.root, "root", "/", "the node's file system root; paths inside the files point under it too (local instances)")
+	f.StringArrayVarP(&o.skip, "skip", "s", nil, "phase to skip: config or run (repeatable)")
+	f.StringArrayVarP(&o.daemons, "daemon", "d", nil, "restart only these daemons: containerd, kubelet (repeatable)")
+	f.StringVar(&o.kubeletVersion, "kubelet-version", "", "kubelet version such as v1.37.1 (default: ROOT/etc/eks/kubelet-version.txt, else `kubelet --version`)")
+	f.StringVar(&o.kubeletPath, "kubelet-path", "", "kubelet binary (default: kubelet in PATH)")
+	f.StringVar(&o.containerdPath, "containerd-path", "", "containerd binary (default: containerd in PATH)")
+	f.StringVar(&o.manager, "daemon-manager", "", "how daemons run: systemd or process (default: systemd when it runs the host)")
+	f.StringVar(&o.bootstrapToken, "bootstrap-token", "", "join with this bootstrap token instead of the credential plugin (also $NODEADM_BOOTSTRAP_TOKEN)")
+	f.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "where the CNI plugins are installed")
+	return cmd
+}
+
+func (o *initOptions) validate() error {
+	for _, s := range o.skip {
+		if s != "config" && s != "run" {
+			return fmt.Errorf("--skip %q: want config or run", s)
+		}
+	}
+	for _, d := range o.daemons {
+		if !slices.Contains(node.Daemons, d) {
+			return fmt.Errorf("--daemon %q: want one of %s", d, strings.Join(node.Daemons, ", "))
+		}
+	}
+	if o.manager != "" && o.manager != "systemd" && o.manager != "process" {
+		return fmt.Errorf("--daemon-manager %q: want systemd or process", o.manager)
+	}
+	if o.root == "/" && os.Geteuid() != 0 {
+		return fmt.Errorf("%w: nodeadm init configures this host (or give --root for a directory)", node.ErrNotRoot)
+	}
+	if o.bootstrapToken == "" {
+		o.bootstrapToken = os.Getenv("NODEADM_BOOTSTRAP_TOKEN")
+	}
+	return nil
+}
+
+func step(w io.Writer, what string, fn func() error) error {
+	start := time.Now()
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	fmt.Fprintf(w, "✓ %s (%s)\n", what, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (o *initOptions) run(ctx context.Context, out io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	c := newCloud(out)
+	var (
+		loaded   *node.Loaded
+		md       *node.Metadata
+		rendered *node.Rendered
+	)
+	if err := step(out, "configuration loaded", func() error {
+		var err error
+		if loaded, err = c.load(ctx, o.src.sources); err != nil {
+			return err
+		}
+		printFindings(out, loaded.Findings(), userdata.LevelWarning)
+		if errs := loaded.Merged.Validate(); len(errs) > 0 {
+			return fmt.Errorf("%w: %v", ErrInvalid, errs.ToAggregate())
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := step(out, "instance metadata read", func() error {
+		var err error
+		md, err = c.metadata(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if !slices.Contains(o.skip, "config") {
+		if err := step(out, "files rendered", func() error {
+			version, err := o.detectKubeletVersion(ctx)
+			if err != nil {
+				return err
+			}
+			rendered, err = node.Render(loaded.Merged, md, node.Options{
+				Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
+				InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
+				BootstrapToken: o.bootstrapToken, CNIBinDir: o.cniBinDir,
+			})
+			if err != nil {
+				return err
+			}
+			for _, w := range rendered.Warnings {
+				fmt.Fprintf(out, "warning: %s\n", w)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := step(out, "files written", func() error {
+			res, err := rendered.Files.Write(o.root)
+			for _, p := range res.Written {
+				fmt.Fprintf(out, "  wrote %s\n", filepath.Join(o.root, p))
+			}
+			if len(res.Unchanged) > 0 {
+				fmt.Fprintf(out, "  %d file(s) already up to date\n", len(res.Unchanged))
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(o.skip, "run") {
+		return nil
+	}
+	mgr := o.daemonManager()
+	for _, d := range node.Daemons {
+		if len(o.daemons) > 0 && !slices.Contains(o.daemons, d) {
+			continue
+		}
+		if err := step(out, d+" running", func() error { return mgr.Restart(ctx, d) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *initOptions) daemonManager() node.DaemonManager {
+	manager := o.manager
+	if manager == "" {
+		manager = "process"
+		if st, err := os.Stat("/run/systemd/system"); err == nil && st.IsDir() && o.root == "/" {
+			manager = "systemd"
+		}
+	}
+	if manager == "systemd" {
+		return node.SystemdManager{}
+	}
+	return node.ProcessManager{Root: o.root, Binaries: map[string]string{node.Kubelet: o.kubeletPath, node.Containerd: o.containerdPath}}
+}
+
+var versionRE = regexp.MustCompile(`v?([0-9]+\.[0-9]+\.[0-9]+)`)
+
+// detectKubeletVersion reads the version file the image ships, else asks the kubelet.
+func (o *initOptions) detectKubeletVersion(ctx context.Context) (string, error) {
+	text := o.kubeletVersion
+	if text == "" {
+		if data, err := os.ReadFile(filepath.Join(o.root, "etc/eks/kubelet-version.txt")); err == nil {
+			text = string(data)
+		}
+	}
+	if text == "" {
+		bin := o.kubeletPath
+		if bin == "" {
+			bin = "kubelet"
+		}
+		out, err := exec.CommandContext(ctx, bin, "--version").Output()
+		if err != nil {
+			return "", fmt.Errorf("finding the kubelet's version (give --kubelet-version): %s --version: %w", bin, err)
+		}
+		text = string(out)
+	}
+	m := versionRE.FindStringSubmatch(text)
+	if m == nil {
+		return "", fmt.Errorf("kubelet version %q: want a version such as v1.37.1", strings.TrimSpace(text))
+	}
+	return "v" + m[1], nil
+}
+
+func nodeadmPath() string {
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return "/usr/bin/nodeadm"
+}
