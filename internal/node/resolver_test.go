@@ -26,7 +26,7 @@ func TestDescribeClusterThroughTheSDK(t *testing.T) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	var progress []string
 	r := &CloudResolver{Metadata: &Metadata{Region: "us-west-2"}, Backoff: func(int) time.Duration { return 0 },
-		Progress: func(format string, args ...any) { progress = append(progress, format) }}
+		Progress: func(format string, _ ...any) { progress = append(progress, format) }}
 
 	e.Throttle(2)
 	info, err := r.DescribeCluster(t.Context(), "demo", 3)

@@ -106,7 +106,7 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 		}
 		printFindings(out, loaded.Findings(), userdata.LevelWarning)
 		if errs := loaded.Merged.Validate(); len(errs) > 0 {
-			return fmt.Errorf("%w: %v", ErrInvalid, errs.ToAggregate())
+			return fmt.Errorf("%w: %w", ErrInvalid, errs.ToAggregate())
 		}
 		return nil
 	}); err != nil {
