@@ -27,6 +27,8 @@ type Loaded struct {
 	Results []*userdata.Result
 	// Merged is every NodeConfig merged in order.
 	Merged *v1alpha1.NodeConfig
+	// BootstrapToken is the last bootstrap token found in a NodeJoinConfig; secret.
+	BootstrapToken string
 }
 
 // Findings lists the findings of every document.
@@ -69,6 +71,9 @@ func Load(ctx context.Context, sources []string, env Environment) (*Loaded, erro
 				return nil, err
 			}
 			l.Results = append(l.Results, res)
+			if res.BootstrapToken != "" {
+				l.BootstrapToken = res.BootstrapToken
+			}
 		}
 	}
 	var cfgs []*v1alpha1.NodeConfig

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // Kind says what a part of the user data is.
@@ -19,6 +20,7 @@ const (
 	KindShell        Kind = "shell script"
 	KindCloudConfig  Kind = "cloud-config"
 	KindBottlerocket Kind = "Bottlerocket settings"
+	KindNodeJoin     Kind = "NodeJoinConfig"
 	KindOther        Kind = "other"
 	KindEmpty        Kind = "empty"
 )
@@ -149,6 +151,8 @@ func classify(mediaType string, body []byte) Kind {
 	switch strings.ToLower(mediaType) {
 	case v1alpha1.MediaType:
 		return KindNodeConfig
+	case nodejoinv1alpha1.MediaType:
+		return KindNodeJoin
 	case "text/x-shellscript", "text/x-sh", "application/x-sh":
 		return KindShell
 	case "text/cloud-config":

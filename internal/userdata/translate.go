@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // Level ranks a finding.
@@ -48,6 +49,9 @@ type Result struct {
 	// Configs are the NodeConfig documents, in the order the parts came.
 	Configs  []Config
 	Findings []Finding
+	// BootstrapToken is the token of a NodeJoinConfig part, if any. It is a secret:
+	// never print it.
+	BootstrapToken string
 }
 
 // ClusterInfo is what EKS DescribeCluster says about a cluster.
@@ -115,6 +119,12 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 			cfgs, findings, err = translateCloudConfig(ctx, p, r)
 		case KindBottlerocket:
 			cfgs, findings, err = translateBottlerocket(ctx, p, r)
+		case KindNodeJoin:
+			var nj *nodejoinv1alpha1.NodeJoinConfig
+			if nj, err = nodejoinv1alpha1.DecodeNodeJoinConfig(p.Body, name); err == nil && nj.Spec.BootstrapToken != "" {
+				res.BootstrapToken = nj.Spec.BootstrapToken
+				findings = []Finding{{Part: name, Level: LevelInfo, Msg: "NodeJoinConfig: the kubelet joins with a bootstrap token (not shown)"}}
+			}
 		case KindEmpty:
 			findings = []Finding{{Part: name, Level: LevelIgnored, Msg: "empty"}}
 		default:

@@ -250,3 +250,20 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestNodeJoinConfigPartCarriesABootstrapToken(t *testing.T) {
+	data := mimeDoc("Content-Type: application/node.eks.aws\n\n"+nodeConfigDoc,
+		"Content-Type: application/nodejoin.io\n\napiVersion: nodejoin.io/v1alpha1\nkind: NodeJoinConfig\nspec:\n  bootstrapToken: abcdef.0123456789abcdef\n")
+	res, err := Decode(t.Context(), []byte(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BootstrapToken != "abcdef.0123456789abcdef" || len(res.Configs) != 1 {
+		t.Errorf("token %q, %d configs", res.BootstrapToken, len(res.Configs))
+	}
+	for _, f := range res.Findings {
+		if strings.Contains(f.Msg, "0123456789abcdef") {
+			t.Errorf("finding shows the token: %s", f)
+		}
+	}
+}

@@ -107,6 +107,14 @@ func (k *KubeletOptions) validate(p *field.Path) field.ErrorList {
 		if !strings.HasPrefix(f, "--") || len(f) < 3 {
 			errs = append(errs, field.Invalid(p.Child("flags").Index(i), f, "a kubelet flag starts with --, such as --node-labels=team=a"))
 		}
+		if taints, ok := strings.CutPrefix(f, "--register-with-taints="); ok {
+			for _, t := range strings.Split(taints, ",") {
+				_, effect, _ := strings.Cut(t, ":")
+				if effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute" {
+					errs = append(errs, field.Invalid(p.Child("flags").Index(i), f, fmt.Sprintf("taint %q needs an effect: key=value:NoSchedule, :PreferNoSchedule or :NoExecute (the kubelet refuses to start otherwise)", t)))
+				}
+			}
+		}
 	}
 	return errs
 }

@@ -125,10 +125,14 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 			if err != nil {
 				return err
 			}
+			token := o.bootstrapToken
+			if token == "" {
+				token = loaded.BootstrapToken
+			}
 			rendered, err = node.Render(loaded.Merged, md, node.Options{
 				Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
 				InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
-				BootstrapToken: o.bootstrapToken, CNIBinDir: o.cniBinDir,
+				BootstrapToken: token, CNIBinDir: o.cniBinDir,
 			})
 			if err != nil {
 				return err

@@ -277,3 +277,29 @@ func pidOf(t *testing.T, root, daemon string) process.Identity {
 	}
 	return id
 }
+
+func TestInitWithABootstrapTokenPart(t *testing.T) {
+	nc, err := os.ReadFile(seeds + "004_seed001_al2023-nodeconfig-required-fields.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ud := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\n" + string(nc) +
+		"--B\nContent-Type: application/nodejoin.io\n\napiVersion: nodejoin.io/v1alpha1\nkind: NodeJoinConfig\nspec:\n  bootstrapToken: abcdef.0123456789abcdef\n--B--\n"
+	cloudFor(t, []byte(ud))
+	root := t.TempDir()
+	out, err := run(t, "init", "--root", root, "--skip", "run", "--kubelet-version", "v1.37.1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(out, "0123456789abcdef") {
+		t.Error("init printed the bootstrap token")
+	}
+	st, err := os.Stat(filepath.Join(root, node.BootstrapKubeconfigPath))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("bootstrap kubeconfig: %v, mode %v", err, st)
+	}
+	env, _ := os.ReadFile(filepath.Join(root, node.KubeletEnvPath))
+	if !strings.Contains(string(env), "--bootstrap-kubeconfig="+filepath.Join(root, node.BootstrapKubeconfigPath)) {
+		t.Errorf("environment = %s", env)
+	}
+}
