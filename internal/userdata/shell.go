@@ -21,6 +21,10 @@ type BootstrapCall struct {
 	Args []string
 }
 
+// maxVarLen bounds a variable's value: a script that keeps doubling a variable must
+// not exhaust memory. A longer value counts as unknown.
+const maxVarLen = 64 << 10
+
 // staticEnv holds the variables a script assigns before the call, as far as they can
 // be known without running anything.
 type staticEnv struct {
@@ -61,7 +65,7 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 			return
 		}
 		v, err := expand.Literal(cfg, a.Value)
-		if err != nil {
+		if err != nil || len(v) > maxVarLen {
 			delete(env.vars, a.Name.Value)
 			env.dynamic[a.Name.Value] = int(a.Pos().Line())
 			return
@@ -95,6 +99,12 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 			if err != nil || path.Base(name) != "bootstrap.sh" {
 				return true
 			}
+			for _, w := range args[1:] {
+				if hasBraceExpansion(w) {
+					walkErr = fmt.Errorf("%s, line %d: bootstrap.sh argument %q uses brace expansion, which nodeadm does not expand; write the values out", where, w.Pos().Line(), clip(wordText(w)))
+					return false
+				}
+			}
 			fields, err := expand.Fields(cfg, args[1:]...)
 			if err != nil {
 				walkErr = expansionError(where, int(n.Pos().Line()), env, err)
@@ -117,6 +127,23 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 	}
 }
 
+// hasBraceExpansion reports an unquoted {a,b} or {1..9} in a word: its expansion can
+// grow exponentially, so hostile user data could exhaust memory.
+func hasBraceExpansion(w *syntax.Word) bool {
+	for _, part := range w.Parts {
+		if lit, ok := part.(*syntax.Lit); ok && strings.Contains(lit.Value, "{") && strings.Contains(lit.Value, "}") {
+			return true
+		}
+	}
+	return false
+}
+
+func wordText(w *syntax.Word) string {
+	var b strings.Builder
+	_ = syntax.NewPrinter().Print(&b, w)
+	return b.String()
+}
+
 // isWrapper is true for words that run the next word as the command.
 func isWrapper(w *syntax.Word) bool {
 	lit := w.Lit()
@@ -128,7 +155,7 @@ func expansionError(where string, line int, env *staticEnv, err error) error {
 	if errors.As(err, &unset) {
 		name := unset.Node.Param.Value
 		if l, ok := env.dynamic[name]; ok {
-			return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s comes from a command on line %d, which nodeadm does not run; give its value literally", where, line, name, l)
+			return fmt.Errorf("%s, line %d: bootstrap.sh argument $%s comes from line %d, whose value nodeadm cannot know without running the script (a command's output, or over 64 KiB); give its value literally", where, line, name, l)
 		}
 		hint := "set it before the call or give the value literally"
 		if env.cloudFormation {

@@ -21,9 +21,13 @@ func TestFindBootstrapCall(t *testing.T) {
 		{"sudo and &&", "yum update -y && sudo /etc/eks/bootstrap.sh c --kubelet-extra-args \"--v=2\"\n", []string{"c", "--kubelet-extra-args", "--v=2"}, 1, ""},
 		{"no call", "#!/bin/bash\necho hi\n", nil, 0, ""},
 		{"unset", "/etc/eks/bootstrap.sh c --b64-cluster-ca $B64_CLUSTER_CA\n", nil, 0, "$B64_CLUSTER_CA is not set earlier in the script"},
-		{"command", "CA=$(cat /tmp/ca)\n/etc/eks/bootstrap.sh c --b64-cluster-ca $CA\n", nil, 0, "$CA comes from a command on line 1"},
+		{"command", "CA=$(cat /tmp/ca)\n/etc/eks/bootstrap.sh c --b64-cluster-ca $CA\n", nil, 0, "$CA comes from line 1, whose value nodeadm cannot know"},
 		{"twice", "/etc/eks/bootstrap.sh a\n/etc/eks/bootstrap.sh b\n", nil, 0, "called 2 times (lines 1 and 2)"},
 		{"syntax", "if then fi (\n", nil, 0, "shell syntax error"},
+		{"brace bomb", "/etc/eks/bootstrap.sh c --kubelet-extra-args {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}\n", nil, 0, "uses brace expansion"},
+		{"doubling", "X=aaaaaaaaaaaaaaaa\n" + strings.Repeat("X=$X$X\n", 200) + "/etc/eks/bootstrap.sh c --dns-cluster-ip $X\n", nil, 0, "$X comes from line 8"},
+		{"brace range", "/etc/eks/bootstrap.sh c --dns-cluster-ip {1..999999999}\n", nil, 0, "uses brace expansion"},
+		{"quoted braces are text", "/etc/eks/bootstrap.sh c --kubelet-extra-args '--x={a,b}'\n", []string{"c", "--kubelet-extra-args", "--x={a,b}"}, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,4 +52,15 @@ func TestFindBootstrapCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+func FuzzFindBootstrapCall(f *testing.F) {
+	f.Add([]byte("#!/bin/bash\nX=$(date)\nY=\"a b\"\n/etc/eks/bootstrap.sh c --kubelet-extra-args \"$Y\" \\\n --dns-cluster-ip ${Z:-10.100.0.10}\n"))
+	f.Add([]byte("if true; then sudo /etc/eks/bootstrap.sh c; fi\ncat <<EOF\n$X\nEOF\n"))
+	f.Fuzz(func(t *testing.T, script []byte) {
+		call, err := findBootstrapCall(script, "fuzz")
+		if err == nil && call != nil && call.Line < 1 {
+			t.Fatalf("call on line %d", call.Line)
+		}
+	})
 }

@@ -25,3 +25,13 @@ func TestDecodeNodeJoinConfig(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeNodeJoinConfig(f *testing.F) {
+	f.Add([]byte("apiVersion: nodejoin.io/v1alpha1\nkind: NodeJoinConfig\nspec:\n  bootstrapToken: abcdef.0123456789abcdef\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeNodeJoinConfig(data, "fuzz")
+		if err == nil && c.Spec.BootstrapToken != "" && !bootstrapTokenRE.MatchString(c.Spec.BootstrapToken) {
+			t.Fatalf("accepted malformed token %q", c.Spec.BootstrapToken)
+		}
+	})
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the main module for FUZZTIME each (default 10s): decoders
+# must not panic or grow without bound on hostile input. New findings are saved under
+# the package's testdata/fuzz/ and then replayed by every `go test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+targets=$(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' . | sort)
+n=0
+for file in $targets; do
+  pkg=./$(dirname "${file#./}")
+  for fn in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$file" | awk '{print $2}'); do
+    n=$((n + 1))
+    echo "fuzz: $pkg $fn ($fuzztime)"
+    go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "$pkg" | tail -n 1
+  done
+done
+echo "fuzz: $n targets passed"
