@@ -55,76 +55,92 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
 	}
 	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}, cloudFormation: bytes.Contains(script, []byte("${AWS::"))}
-	cfg := &expand.Config{Env: env, NoUnset: true}
-	assign := func(a *syntax.Assign) {
-		if a.Name == nil {
-			return
-		}
-		if a.Value == nil {
-			env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String}
-			return
-		}
-		v, err := expand.Literal(cfg, a.Value)
-		if err != nil || len(v) > maxVarLen {
-			delete(env.vars, a.Name.Value)
-			env.dynamic[a.Name.Value] = int(a.Pos().Line())
-			return
-		}
-		delete(env.dynamic, a.Name.Value)
-		env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String, Str: v}
+	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true}}
+	syntax.Walk(f, s.visit)
+	if s.err != nil {
+		return nil, s.err
 	}
-	var calls []*BootstrapCall
-	var walkErr error
-	syntax.Walk(f, func(node syntax.Node) bool {
-		if walkErr != nil {
-			return false
-		}
-		switch n := node.(type) {
-		case *syntax.DeclClause:
-			for _, a := range n.Args {
-				assign(a)
-			}
-		case *syntax.CallExpr:
-			if len(n.Args) == 0 {
-				for _, a := range n.Assigns {
-					assign(a)
-				}
-				return true
-			}
-			args := n.Args
-			for len(args) > 1 && isWrapper(args[0]) {
-				args = args[1:]
-			}
-			name, err := expand.Literal(cfg, args[0])
-			if err != nil || path.Base(name) != "bootstrap.sh" {
-				return true
-			}
-			for _, w := range args[1:] {
-				if hasBraceExpansion(w) {
-					walkErr = fmt.Errorf("%s, line %d: bootstrap.sh argument %q uses brace expansion, which nodeadm does not expand; write the values out", where, w.Pos().Line(), clip(wordText(w)))
-					return false
-				}
-			}
-			fields, err := expand.Fields(cfg, args[1:]...)
-			if err != nil {
-				walkErr = expansionError(where, int(n.Pos().Line()), env, err)
-				return false
-			}
-			calls = append(calls, &BootstrapCall{Line: int(n.Pos().Line()), Args: fields})
-		}
-		return true
-	})
-	if walkErr != nil {
-		return nil, walkErr
-	}
-	switch len(calls) {
+	switch len(s.calls) {
 	case 0:
 		return nil, nil
 	case 1:
-		return calls[0], nil
+		return s.calls[0], nil
 	default:
-		return nil, fmt.Errorf("%s: bootstrap.sh is called %d times (lines %d and %d); a node bootstraps once", where, len(calls), calls[0].Line, calls[1].Line)
+		return nil, fmt.Errorf("%s: bootstrap.sh is called %d times (lines %d and %d); a node bootstraps once", where, len(s.calls), s.calls[0].Line, s.calls[1].Line)
 	}
+}
+
+// scriptWalker follows a script's assignments in order and collects its bootstrap.sh calls.
+type scriptWalker struct {
+	where string
+	env   *staticEnv
+	cfg   *expand.Config
+	calls []*BootstrapCall
+	err   error
+}
+
+func (s *scriptWalker) assign(a *syntax.Assign) {
+	if a.Name == nil {
+		return
+	}
+	if a.Value == nil {
+		s.env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String}
+		return
+	}
+	v, err := expand.Literal(s.cfg, a.Value)
+	if err != nil || len(v) > maxVarLen {
+		delete(s.env.vars, a.Name.Value)
+		s.env.dynamic[a.Name.Value] = int(a.Pos().Line())
+		return
+	}
+	delete(s.env.dynamic, a.Name.Value)
+	s.env.vars[a.Name.Value] = expand.Variable{Set: true, Kind: expand.String, Str: v}
+}
+
+func (s *scriptWalker) visit(node syntax.Node) bool {
+	if s.err != nil {
+		return false
+	}
+	switch n := node.(type) {
+	case *syntax.DeclClause:
+		for _, a := range n.Args {
+			s.assign(a)
+		}
+	case *syntax.CallExpr:
+		if len(n.Args) == 0 {
+			for _, a := range n.Assigns {
+				s.assign(a)
+			}
+			return true
+		}
+		s.call(n)
+	}
+	return s.err == nil
+}
+
+// call records n when it runs bootstrap.sh.
+func (s *scriptWalker) call(n *syntax.CallExpr) {
+	args := n.Args
+	for len(args) > 1 && isWrapper(args[0]) {
+		args = args[1:]
+	}
+	name, err := expand.Literal(s.cfg, args[0])
+	if err != nil || path.Base(name) != "bootstrap.sh" {
+		return
+	}
+	line := int(n.Pos().Line())
+	for _, w := range args[1:] {
+		if hasBraceExpansion(w) {
+			s.err = fmt.Errorf("%s, line %d: bootstrap.sh argument %q uses brace expansion, which nodeadm does not expand; write the values out", s.where, line, clip(wordText(w)))
+			return
+		}
+	}
+	fields, err := expand.Fields(s.cfg, args[1:]...)
+	if err != nil {
+		s.err = expansionError(s.where, line, s.env, err)
+		return
+	}
+	s.calls = append(s.calls, &BootstrapCall{Line: line, Args: fields})
 }
 
 // hasBraceExpansion reports an unquoted {a,b} or {1..9} in a word: its expansion can

@@ -25,7 +25,7 @@ func TestFindBootstrapCall(t *testing.T) {
 		{"twice", "/etc/eks/bootstrap.sh a\n/etc/eks/bootstrap.sh b\n", nil, 0, "called 2 times (lines 1 and 2)"},
 		{"syntax", "if then fi (\n", nil, 0, "shell syntax error"},
 		{"brace bomb", "/etc/eks/bootstrap.sh c --kubelet-extra-args {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}\n", nil, 0, "uses brace expansion"},
-		{"doubling", "X=aaaaaaaaaaaaaaaa\n" + strings.Repeat("X=$X$X\n", 200) + "/etc/eks/bootstrap.sh c --dns-cluster-ip $X\n", nil, 0, "$X comes from line 8"},
+		{"doubling", "X=aaaaaaaaaaaaaaaa\n" + strings.Repeat("X=$X$X\n", 200) + "/etc/eks/bootstrap.sh c --dns-cluster-ip $X\n", nil, 0, "$X comes from line 201"},
 		{"brace range", "/etc/eks/bootstrap.sh c --dns-cluster-ip {1..999999999}\n", nil, 0, "uses brace expansion"},
 		{"quoted braces are text", "/etc/eks/bootstrap.sh c --kubelet-extra-args '--x={a,b}'\n", []string{"c", "--kubelet-extra-args", "--x={a,b}"}, 1, ""},
 	}

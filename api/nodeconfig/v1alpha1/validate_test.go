@@ -52,7 +52,9 @@ func TestValidate(t *testing.T) {
 		{"outpost without id", func(c *NodeConfig) { c.Spec.Cluster.EnableOutpost = &yes }, []string{"cluster ID must be provided for outposts"}},
 		{"unknown gate", func(c *NodeConfig) { c.Spec.FeatureGates = map[Feature]bool{"InstanceIDNodeName": true} }, []string{`spec.featureGates[InstanceIDNodeName]: Unsupported value`}},
 		{"bad flag", func(c *NodeConfig) { c.Spec.Kubelet.Flags = []string{"v=2"} }, []string{"spec.kubelet.flags[0]"}},
-		{"taint without effect", func(c *NodeConfig) { c.Spec.Kubelet.Flags = []string{"--v=2", "--register-with-taints=a=b:NoSchedule,taint1=true"} }, []string{`spec.kubelet.flags[1]`, `taint "taint1=true" needs an effect`}},
+		{"taint without effect", func(c *NodeConfig) {
+			c.Spec.Kubelet.Flags = []string{"--v=2", "--register-with-taints=a=b:NoSchedule,taint1=true"}
+		}, []string{`spec.kubelet.flags[1]`, `taint "taint1=true" needs an effect`}},
 		{"bad strategy", func(c *NodeConfig) { c.Spec.Instance.LocalStorage.Strategy = "raid0" }, []string{`spec.instance.localStorage.strategy: Unsupported value: "raid0"`}},
 	}
 	for _, tt := range tests {
