@@ -259,3 +259,14 @@ func TestRenderEnvironment(t *testing.T) {
 		t.Errorf("kubelet environment:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// upstream e2e case network-name-resolution.
+func TestRenderNameResolution(t *testing.T) {
+	out, err := Render(mergedConfig(t, clusterDoc+"  instance:\n    network:\n      nameservers: [8.8.8.8, 8.8.4.4]\n      domains: [search.me.please, search.me.next.please]\n"), e2eInstance, Options{InstanceTypes: e2eTypes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(file(t, out, ResolvedDropIn)); got != "[Resolve]\nDNS=8.8.8.8 8.8.4.4\nDomains=search.me.please search.me.next.please\n" {
+		t.Errorf("resolved drop-in:\n%s", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 const (
 	KubeletUnitDropIn    = "/etc/systemd/system/kubelet.service.d/10-nodeadm.conf"
 	ManagerEnvironment   = "/etc/systemd/system.conf.d/environment.conf"
+	ResolvedDropIn       = "/run/systemd/resolved.conf.d/40-eks.conf"
 	serviceEnvironmentFn = "environment.conf"
 )
 
@@ -20,6 +21,10 @@ const (
 func (r *renderer) units() error {
 	r.out.Files.add(KubeletUnitDropIn, 0o644, []byte(fmt.Sprintf(
 		"[Service]\nEnvironmentFile=%s\nExecStart=\nExecStart=/usr/bin/kubelet $%s\n", r.p(KubeletEnvPath), KubeletArgsVar)))
+	if n := r.cfg.Spec.Instance.Network; len(n.Nameservers) > 0 || len(n.Domains) > 0 {
+		r.out.Files.add(ResolvedDropIn, 0o644, []byte(fmt.Sprintf("[Resolve]\nDNS=%s\nDomains=%s\n",
+			strings.Join(n.Nameservers, " "), strings.Join(n.Domains, " "))))
+	}
 	env := r.cfg.Spec.Instance.Environment
 	for _, svc := range sortedKeys(env) {
 		vars := env[svc]
