@@ -1,0 +1,268 @@
+// Package csr decides the certificate signing requests of kubelets — approve or deny,
+// with a reason naming the failed check — and signs approved ones from the cluster CA.
+//
+// It handles the two kubelet signers only. A serving certificate is approved only when
+// the requester is the node the certificate names and every DNS name and IP address in
+// it belongs to that node's own instance according to the instance inventory — never
+// according to the Node object, which the kubelet writes itself.
+package csr
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+)
+
+// The signers nodejoin approves and signs.
+const (
+	SignerKubeletServing = certificatesv1.KubeletServingSignerName
+	SignerKubeletClient  = certificatesv1.KubeAPIServerClientKubeletSignerName
+)
+
+// Approval reasons and messages, as upstream and EKS write them.
+const (
+	ReasonApproved       = "AutoApproved"
+	MessageServing       = "Auto approving self kubelet server certificate after SubjectAccessReview."
+	MessageClient        = "Auto approving kubelet client certificate after SubjectAccessReview."
+	MessageSelfClient    = "Auto approving self kubelet client certificate after SubjectAccessReview."
+	nodeUserPrefix       = "system:node:"
+	nodesGroup           = "system:nodes"
+	subresourceNodeCli   = "nodeclient"
+	subresourceSelfCli   = "selfnodeclient"
+	subresourceSelfSrv   = "selfnodeserver"
+	defaultMaxExpiration = 365 * 24 * time.Hour
+)
+
+// Denial reasons: the condition's Reason says which kind of check failed; its Message
+// says exactly what.
+const (
+	ReasonBadRequest      = "InvalidRequest"
+	ReasonNotANode        = "RequesterNotANode"
+	ReasonSubject         = "InvalidSubject"
+	ReasonUsages          = "InvalidUsages"
+	ReasonSANs            = "SANNotOwned"
+	ReasonExpiration      = "ExpirationTooLong"
+	ReasonAccessReview    = "SubjectAccessReviewDenied"
+	ReasonUnknownInstance = "InstanceNotFound"
+)
+
+// Instance is what the inventory knows of a node's instance.
+type Instance struct {
+	ID    string
+	State string // "running" for a live instance
+	// DNSNames are the instance's private and public DNS names, lower case.
+	DNSNames []string
+	// IPs are the instance's private and public addresses.
+	IPs []netip.Addr
+}
+
+// ErrUnknownNode reports a node name the inventory has no instance for.
+var ErrUnknownNode = errors.New("no instance for node")
+
+// Inventory finds the instance behind a node name.
+type Inventory interface {
+	InstanceForNode(ctx context.Context, nodeName string) (*Instance, error)
+}
+
+// AccessReview asks the API server whether the CSR's requester may create the CSR
+// subresource (nodeclient, selfnodeclient, selfnodeserver).
+type AccessReview func(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, subresource string) (bool, error)
+
+// Policy decides kubelet CSRs.
+type Policy struct {
+	Inventory Inventory
+	Review    AccessReview
+	// MaxExpiration bounds spec.expirationSeconds; longer requests are denied. Default one year.
+	MaxExpiration time.Duration
+}
+
+// Decision is the outcome for one CSR.
+type Decision struct {
+	Approve bool
+	Reason  string
+	Message string
+}
+
+func deny(reason, format string, args ...any) *Decision {
+	return &Decision{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Decide returns the decision for a CSR of a kubelet signer, or nil for other signers,
+// which nodejoin leaves alone. An error means the decision could not be made (the
+// inventory or the API server failed) and should be retried; it is never a denial.
+func (p *Policy) Decide(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (*Decision, error) {
+	switch csr.Spec.SignerName {
+	case SignerKubeletServing, SignerKubeletClient:
+	default:
+		return nil, nil
+	}
+	req, err := ParseRequest(csr.Spec.Request)
+	if err != nil {
+		return deny(ReasonBadRequest, "%v", err), nil
+	}
+	if err := req.CheckSignature(); err != nil {
+		return deny(ReasonBadRequest, "the request's signature does not verify: %v", err), nil
+	}
+	maxExp := p.MaxExpiration
+	if maxExp == 0 {
+		maxExp = defaultMaxExpiration
+	}
+	if s := csr.Spec.ExpirationSeconds; s != nil && time.Duration(*s)*time.Second > maxExp {
+		return deny(ReasonExpiration, "expirationSeconds %d exceeds the maximum of %d", *s, int64(maxExp/time.Second)), nil
+	}
+	if !slices.Equal(req.Subject.Organization, []string{nodesGroup}) {
+		return deny(ReasonSubject, "subject organization %q is not exactly [system:nodes]", req.Subject.Organization), nil
+	}
+	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
+		return deny(ReasonSANs, "email and URI subjectAltNames are not allowed"), nil
+	}
+	if csr.Spec.SignerName == SignerKubeletClient {
+		return p.decideClient(ctx, csr, req)
+	}
+	return p.decideServing(ctx, csr, req)
+}
+
+// ParseRequest decodes a PEM CERTIFICATE REQUEST.
+func ParseRequest(data []byte) (*x509.CertificateRequest, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("spec.request is not a PEM CERTIFICATE REQUEST")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("spec.request does not parse: %w", err)
+	}
+	return req, nil
+}
+
+func usageSet(us []certificatesv1.KeyUsage) []string {
+	out := make([]string, len(us))
+	for i, u := range us {
+		out[i] = string(u)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// usagesOK accepts exactly {digital signature, <auth>} or {digital signature, key
+// encipherment, <auth>}, the kubelet's usages for RSA and other keys.
+func usagesOK(us []certificatesv1.KeyUsage, auth certificatesv1.KeyUsage) bool {
+	got := usageSet(us)
+	if len(got) != len(us) {
+		return false // duplicates
+	}
+	a := usageSet([]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, auth})
+	b := usageSet([]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, auth})
+	return slices.Equal(got, a) || slices.Equal(got, b)
+}
+
+func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {
+	if len(req.DNSNames) > 0 || len(req.IPAddresses) > 0 {
+		return deny(ReasonSANs, "a kubelet client certificate has no subjectAltNames"), nil
+	}
+	if !strings.HasPrefix(req.Subject.CommonName, nodeUserPrefix) || req.Subject.CommonName == nodeUserPrefix {
+		return deny(ReasonSubject, "subject common name %q does not begin with system:node:", req.Subject.CommonName), nil
+	}
+	if !usagesOK(csr.Spec.Usages, certificatesv1.UsageClientAuth) {
+		return deny(ReasonUsages, "usages %v are not a kubelet client certificate's ([client auth digital signature] or with key encipherment)", usageSet(csr.Spec.Usages)), nil
+	}
+	sub, msg := subresourceNodeCli, MessageClient
+	if csr.Spec.Username == req.Subject.CommonName {
+		sub, msg = subresourceSelfCli, MessageSelfClient
+	}
+	ok, err := p.Review(ctx, csr, sub)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
+	}
+	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
+}
+
+func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {
+	user := csr.Spec.Username
+	node, isNode := strings.CutPrefix(user, nodeUserPrefix)
+	if !isNode || node == "" || !slices.Contains(csr.Spec.Groups, nodesGroup) {
+		return deny(ReasonNotANode, "requester %q is not a node (want system:node:<name> in group system:nodes)", user), nil
+	}
+	if req.Subject.CommonName != user {
+		return deny(ReasonSubject, "subject common name %q is not the requester %q", req.Subject.CommonName, user), nil
+	}
+	if !usagesOK(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
+		return deny(ReasonUsages, "usages %v are not a kubelet serving certificate's ([digital signature server auth] or with key encipherment)", usageSet(csr.Spec.Usages)), nil
+	}
+	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
+		return deny(ReasonSANs, "a serving certificate needs at least one DNS or IP subjectAltName"), nil
+	}
+	ok, err := p.Review(ctx, csr, subresourceSelfSrv)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", user, subresourceSelfSrv), nil
+	}
+	inst, err := p.Inventory.InstanceForNode(ctx, node)
+	if errors.Is(err, ErrUnknownNode) {
+		return deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up the instance of node %s: %w", node, err)
+	}
+	if inst.State != "running" {
+		return deny(ReasonUnknownInstance, "instance %s of node %s is %s, not running", inst.ID, node, inst.State), nil
+	}
+	if d := checkSANs(req, inst); d != nil {
+		return d, nil
+	}
+	return &Decision{Approve: true, Reason: ReasonApproved, Message: MessageServing}, nil
+}
+
+// checkSANs requires every DNS and IP subjectAltName to be one of the instance's own,
+// exactly: no wildcards, no upper case, no trailing dot, no IPv4-mapped IPv6, and no
+// loopback, link-local, multicast or unspecified address.
+func checkSANs(req *x509.CertificateRequest, inst *Instance) *Decision {
+	for _, name := range req.DNSNames {
+		switch {
+		case strings.Contains(name, "*"):
+			return deny(ReasonSANs, "DNS SAN %q is a wildcard", name)
+		case name != strings.ToLower(name):
+			return deny(ReasonSANs, "DNS SAN %q is not lower case", name)
+		case strings.HasSuffix(name, "."):
+			return deny(ReasonSANs, "DNS SAN %q ends with a dot", name)
+		case !slices.Contains(inst.DNSNames, name):
+			return deny(ReasonSANs, "DNS SAN %s is not a name of instance %s", name, inst.ID)
+		}
+	}
+	for _, ip := range req.IPAddresses {
+		if d := checkIP(ip, inst); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func checkIP(raw net.IP, inst *Instance) *Decision {
+	addr, ok := netip.AddrFromSlice(raw)
+	if !ok {
+		return deny(ReasonSANs, "IP SAN %v does not parse", raw)
+	}
+	switch {
+	case addr.Is4In6():
+		return deny(ReasonSANs, "IP SAN %s is an IPv4-mapped IPv6 address", addr)
+	case addr.IsLoopback(), addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast(), addr.IsMulticast(), addr.IsUnspecified():
+		return deny(ReasonSANs, "IP SAN %s is a loopback, link-local, multicast or unspecified address", addr)
+	case !slices.Contains(inst.IPs, addr):
+		return deny(ReasonSANs, "IP SAN %s is not an address of instance %s", addr, inst.ID)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package csr
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const nodeA = "ip-198-18-0-11.us-west-2.compute.internal"
+
+// staticInventory is the inventory of a fixed set of instances (the local provider's).
+type staticInventory map[string]*Instance
+
+func (s staticInventory) InstanceForNode(_ context.Context, node string) (*Instance, error) {
+	if i, ok := s[node]; ok {
+		return i, nil
+	}
+	return nil, ErrUnknownNode
+}
+
+var inventory = staticInventory{
+	nodeA: {ID: "i-0aaa", State: "running", DNSNames: []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"},
+		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11"), netip.MustParseAddr("3.18.214.69")}},
+	"ip-198-18-0-12.us-west-2.compute.internal": {ID: "i-0bbb", State: "running", DNSNames: []string{"ip-198-18-0-12.us-west-2.compute.internal"},
+		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.12")}},
+	"ip-198-18-0-13.us-west-2.compute.internal": {ID: "i-0ccc", State: "terminated", DNSNames: []string{"ip-198-18-0-13.us-west-2.compute.internal"},
+		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.13")}},
+}
+
+type reqSpec struct {
+	cn       string
+	orgs     []string
+	dns      []string
+	ips      []string
+	emails   []string
+	uris     []string
+	rawIPSAN []byte // an IP SAN written as these exact bytes
+}
+
+func request(t *testing.T, s reqSpec) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cn, Organization: s.orgs}, DNSNames: s.dns, EmailAddresses: s.emails}
+	for _, ip := range s.ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	for _, u := range s.uris {
+		pu, _ := url.Parse(u)
+		tmpl.URIs = append(tmpl.URIs, pu)
+	}
+	if s.rawIPSAN != nil {
+		// Go writes IPv4-mapped addresses as 4 bytes; a hostile client need not.
+		san, err := asn1.Marshal([]asn1.RawValue{{Class: asn1.ClassContextSpecific, Tag: 7, Bytes: s.rawIPSAN}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{2, 5, 29, 17}, Value: san}}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+var (
+	servingUsages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	clientUsages  = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+)
+
+func servingCSR(t *testing.T, user string, groups []string, s reqSpec) *certificatesv1.CertificateSigningRequest {
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-test"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: request(t, s), SignerName: SignerKubeletServing, Usages: servingUsages, Username: user, Groups: groups,
+		},
+	}
+}
+
+func TestServingDecisions(t *testing.T) {
+	user := "system:node:" + nodeA
+	nodes := []string{"system:nodes", "system:authenticated"}
+	good := reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, ips: []string{"198.18.0.11"}}
+	with := func(mod func(*reqSpec)) reqSpec { s := good; mod(&s); return s }
+	seven := int32(400 * 24 * 3600)
+	tests := []struct {
+		name   string
+		csr    *certificatesv1.CertificateSigningRequest
+		reason string
+		msg    string
+	}{
+		{"own names and addresses", servingCSR(t, user, nodes, good), ReasonApproved, MessageServing},
+		{"public name and IP", servingCSR(t, user, nodes, with(func(s *reqSpec) {
+			s.dns = []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"}
+			s.ips = []string{"198.18.0.11", "3.18.214.69"}
+		})), ReasonApproved, MessageServing},
+		{"another node's IP", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.ips = []string{"198.18.0.11", "198.18.0.12"} })), ReasonSANs, "IP SAN 198.18.0.12 is not an address of instance i-0aaa"},
+		{"another node's name", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns = []string{"ip-198-18-0-12.us-west-2.compute.internal"} })), ReasonSANs, "DNS SAN ip-198-18-0-12.us-west-2.compute.internal is not a name of instance i-0aaa"},
+		{"the API server's name", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns = []string{"kubernetes.default.svc"} })), ReasonSANs, "DNS SAN kubernetes.default.svc is not a name"},
+		{"the service IP", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.ips = []string{"10.100.0.1"} })), ReasonSANs, "IP SAN 10.100.0.1 is not an address"},
+		{"wildcard", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns = []string{"*.us-west-2.compute.internal"} })), ReasonSANs, "is a wildcard"},
+		{"upper case", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns = []string{strings.ToUpper(nodeA)} })), ReasonSANs, "is not lower case"},
+		{"trailing dot", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns = []string{nodeA + "."} })), ReasonSANs, "ends with a dot"},
+		{"IPv4-mapped IPv6", servingCSR(t, user, nodes, with(func(s *reqSpec) {
+			s.ips = nil
+			s.rawIPSAN = net.ParseIP("::ffff:198.18.0.11").To16()
+		})), ReasonSANs, "IP SAN ::ffff:198.18.0.11 is an IPv4-mapped IPv6 address"},
+		{"link-local", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.ips = []string{"169.254.169.254"} })), ReasonSANs, "link-local"},
+		{"loopback", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.ips = []string{"127.0.0.1"} })), ReasonSANs, "loopback"},
+		{"requester outside system:nodes", servingCSR(t, user, []string{"system:authenticated"}, good), ReasonNotANode, "is not a node"},
+		{"requester not a node user", servingCSR(t, "alice", nodes, good), ReasonNotANode, `requester "alice" is not a node`},
+		{"CN is another node", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.cn = "system:node:ip-198-18-0-12.us-west-2.compute.internal" })), ReasonSubject, "is not the requester"},
+		{"extra organization", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.orgs = []string{"system:nodes", "system:masters"} })), ReasonSubject, "is not exactly [system:nodes]"},
+		{"email SAN", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.emails = []string{"a@b.c"} })), ReasonSANs, "email and URI"},
+		{"URI SAN", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.uris = []string{"spiffe://x/y"} })), ReasonSANs, "email and URI"},
+		{"no SANs", servingCSR(t, user, nodes, with(func(s *reqSpec) { s.dns, s.ips = nil, nil })), ReasonSANs, "at least one DNS or IP"},
+		{"terminated instance", servingCSR(t, "system:node:ip-198-18-0-13.us-west-2.compute.internal", nodes, reqSpec{cn: "system:node:ip-198-18-0-13.us-west-2.compute.internal", orgs: []string{"system:nodes"}, ips: []string{"198.18.0.13"}}), ReasonUnknownInstance, "is terminated, not running"},
+		{"unknown node", servingCSR(t, "system:node:ghost", nodes, reqSpec{cn: "system:node:ghost", orgs: []string{"system:nodes"}, ips: []string{"198.18.0.99"}}), ReasonUnknownInstance, "no instance is known for node ghost"},
+	}
+	wrongUsages := servingCSR(t, user, nodes, good)
+	wrongUsages.Spec.Usages = append(wrongUsages.Spec.Usages, certificatesv1.UsageClientAuth)
+	tests = append(tests, struct {
+		name   string
+		csr    *certificatesv1.CertificateSigningRequest
+		reason string
+		msg    string
+	}{"client auth on a serving cert", wrongUsages, ReasonUsages, "are not a kubelet serving certificate's"})
+	long := servingCSR(t, user, nodes, good)
+	long.Spec.ExpirationSeconds = &seven
+	tests = append(tests, struct {
+		name   string
+		csr    *certificatesv1.CertificateSigningRequest
+		reason string
+		msg    string
+	}{"excessive expirationSeconds", long, ReasonExpiration, "exceeds the maximum of 31536000"})
+
+	p := &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) { return true, nil }}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := p.Decide(t.Context(), tt.csr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Reason != tt.reason || !strings.Contains(d.Message, tt.msg) || d.Approve != (tt.reason == ReasonApproved) {
+				t.Errorf("decision = %+v, want reason %s and message containing %q", d, tt.reason, tt.msg)
+			}
+		})
+	}
+}
+
+func TestClientDecisions(t *testing.T) {
+	client := func(user string, cn string, dns []string) *certificatesv1.CertificateSigningRequest {
+		return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: request(t, reqSpec{cn: cn, orgs: []string{"system:nodes"}, dns: dns}), SignerName: SignerKubeletClient,
+			Usages: clientUsages, Username: user, Groups: []string{"system:bootstrappers"},
+		}}
+	}
+	allowed := map[string]bool{}
+	p := &Policy{Inventory: inventory, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
+		return allowed[c.Spec.Username+"/"+sub], nil
+	}}
+	allowed["system:bootstrap:abcdef/nodeclient"] = true
+	allowed["system:node:a/selfnodeclient"] = true
+	tests := []struct {
+		csr            *certificatesv1.CertificateSigningRequest
+		reason, substr string
+	}{
+		{client("system:bootstrap:abcdef", "system:node:a", nil), ReasonApproved, MessageClient},
+		{client("system:node:a", "system:node:a", nil), ReasonApproved, MessageSelfClient},
+		{client("system:bootstrap:zzzzzz", "system:node:a", nil), ReasonAccessReview, "system:bootstrap:zzzzzz may not create certificatesigningrequests/nodeclient"},
+		{client("system:bootstrap:abcdef", "system:node:a", []string{"a"}), ReasonSANs, "no subjectAltNames"},
+		{client("system:bootstrap:abcdef", "admin", nil), ReasonSubject, "does not begin with system:node:"},
+		{&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: SignerKubeletClient, Request: []byte("junk")}}, ReasonBadRequest, "not a PEM CERTIFICATE REQUEST"},
+	}
+	for _, tt := range tests {
+		d, err := p.Decide(t.Context(), tt.csr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) {
+			t.Errorf("%s: decision = %+v, want %s %q", tt.csr.Spec.Username, d, tt.reason, tt.substr)
+		}
+	}
+	other := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "example.com/other"}}
+	if d, err := p.Decide(t.Context(), other); d != nil || err != nil {
+		t.Errorf("other signer: %+v, %v; want left alone", d, err)
+	}
+}

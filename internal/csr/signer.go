@@ -1,0 +1,154 @@
+package csr
+
+import (
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/nodejoin/nodejoin/internal/pki"
+)
+
+// Signer issues approved kubelet CSRs from the cluster CA.
+type Signer struct {
+	// CA signs both kubelet signers unless ServingCA is set.
+	CA *pki.CA
+	// ServingCA, when set, signs kubelet-serving certificates, so that a serving
+	// certificate can never pass as a client certificate.
+	ServingCA *pki.CA
+	// Duration is the lifetime when the CSR asks for none. Default one year.
+	Duration time.Duration
+	// MaxDuration bounds expirationSeconds. Default one year.
+	MaxDuration time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// backdate allows for clocks that lag the signer's.
+const backdate = 5 * time.Minute
+
+// minDuration is the shortest lifetime the API lets a CSR ask for.
+const minDuration = 10 * time.Minute
+
+// ErrNotSignable reports a CSR this signer must not sign: wrong signer, not approved,
+// denied or failed, or already issued.
+var ErrNotSignable = errors.New("not signable")
+
+// Signable reports whether the CSR is one of ours, approved, and not yet issued or failed.
+func Signable(csr *certificatesv1.CertificateSigningRequest) bool {
+	if csr.Spec.SignerName != SignerKubeletServing && csr.Spec.SignerName != SignerKubeletClient {
+		return false
+	}
+	if len(csr.Status.Certificate) > 0 {
+		return false
+	}
+	approved := false
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved:
+			approved = true
+		case certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
+			return false
+		}
+	}
+	return approved
+}
+
+// Sign returns the PEM certificate for an approved CSR: the CSR's subject and only its
+// DNS and IP subjectAltNames, the key usages it asked for, CA:false, valid from five
+// minutes ago for the requested lifetime (bounded), never past the CA's own expiry.
+func (s *Signer) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
+	if !Signable(csr) {
+		return nil, fmt.Errorf("CSR %s: %w", csr.Name, ErrNotSignable)
+	}
+	req, err := ParseRequest(csr.Spec.Request)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("CSR %s: signature: %w", csr.Name, err)
+	}
+	ca := s.CA
+	if csr.Spec.SignerName == SignerKubeletServing && s.ServingCA != nil {
+		ca = s.ServingCA
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	t := now()
+	if t.After(ca.Cert.NotAfter) {
+		return nil, fmt.Errorf("the signing CA expired on %s", ca.Cert.NotAfter.Format(time.RFC3339))
+	}
+	ttl := s.lifetime(csr.Spec.ExpirationSeconds)
+	notAfter := t.Add(ttl)
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter
+	}
+	keyUsage, extUsage, err := usages(csr.Spec.Usages)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: req.Subject.CommonName, Organization: req.Subject.Organization},
+		DNSNames:              req.DNSNames,
+		IPAddresses:           req.IPAddresses,
+		NotBefore:             t.Add(-backdate),
+		NotAfter:              notAfter,
+		KeyUsage:              keyUsage,
+		ExtKeyUsage:           extUsage,
+		BasicConstraintsValid: true,
+		IsCA:                  false,
+		AuthorityKeyId:        ca.Cert.SubjectKeyId,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, req.PublicKey, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("signing CSR %s: %w", csr.Name, err)
+	}
+	return pki.EncodeCert(&x509.Certificate{Raw: der}), nil
+}
+
+func (s *Signer) lifetime(expirationSeconds *int32) time.Duration {
+	def, maxD := s.Duration, s.MaxDuration
+	if def == 0 {
+		def = defaultMaxExpiration
+	}
+	if maxD == 0 {
+		maxD = defaultMaxExpiration
+	}
+	ttl := def
+	if expirationSeconds != nil {
+		ttl = time.Duration(*expirationSeconds) * time.Second
+	}
+	return min(max(ttl, minDuration), maxD)
+}
+
+func usages(us []certificatesv1.KeyUsage) (x509.KeyUsage, []x509.ExtKeyUsage, error) {
+	var ku x509.KeyUsage
+	var eku []x509.ExtKeyUsage
+	for _, u := range us {
+		switch u {
+		case certificatesv1.UsageDigitalSignature:
+			ku |= x509.KeyUsageDigitalSignature
+		case certificatesv1.UsageKeyEncipherment:
+			ku |= x509.KeyUsageKeyEncipherment
+		case certificatesv1.UsageServerAuth:
+			eku = append(eku, x509.ExtKeyUsageServerAuth)
+		case certificatesv1.UsageClientAuth:
+			eku = append(eku, x509.ExtKeyUsageClientAuth)
+		default:
+			return 0, nil, fmt.Errorf("usage %q is not one a kubelet certificate has", u)
+		}
+	}
+	return ku, eku, nil
+}
