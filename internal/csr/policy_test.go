@@ -150,7 +150,9 @@ func TestServingDecisions(t *testing.T) {
 		msg    string
 	}{"excessive expirationSeconds", long, ReasonExpiration, "exceeds the maximum of 31536000"})
 
-	p := &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) { return true, nil }}
+	p := &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+		return true, nil
+	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := p.Decide(t.Context(), tt.csr)

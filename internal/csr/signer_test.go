@@ -22,7 +22,7 @@ func TestSignServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
+	now := time.Now().Truncate(time.Second) // certificates keep whole seconds
 	s := &Signer{CA: ca, MaxDuration: 30 * 24 * time.Hour, Now: func() time.Time { return now }}
 	user := "system:node:" + nodeA
 	c := approved(servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, ips: []string{"198.18.0.11"}}))
