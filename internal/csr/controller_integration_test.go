@@ -1,0 +1,164 @@
+package csr_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+const node = "ip-198-18-0-11.us-west-2.compute.internal"
+
+type inventory map[string]*csr.Instance
+
+func (i inventory) InstanceForNode(_ context.Context, n string) (*csr.Instance, error) {
+	if inst, ok := i[n]; ok {
+		return inst, nil
+	}
+	return nil, csr.ErrUnknownNode
+}
+
+func request(t *testing.T, cn string, dns []string, ips ...string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}, DNSNames: dns}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+func create(t *testing.T, client kubernetes.Interface, name, signer string, req []byte, usages ...certificatesv1.KeyUsage) {
+	t.Helper()
+	_, err := client.CertificatesV1().CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: req, SignerName: signer, Usages: usages},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating CSR %s: %v", name, err)
+	}
+}
+
+// settled waits until the CSR is denied, or approved and issued.
+func settled(t *testing.T, client kubernetes.Interface, name string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	var out *certificatesv1.CertificateSigningRequest
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		out = c
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == certificatesv1.CertificateDenied {
+				return true, nil
+			}
+		}
+		return len(c.Status.Certificate) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("CSR %s not settled: %v (status %+v)", name, err, out.Status.Conditions)
+	}
+	return out
+}
+
+func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == typ {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// The controller against a real kube-apiserver: requests are made by impersonating the
+// node or the bootstrap token's user, so the API server fills in the requester.
+func TestControllerDecidesAndIssues(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+		t.Fatalf("second EnsureRBAC: %v", err)
+	}
+	c := &csr.Controller{
+		Client: env.Client,
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+		}}},
+		Signer: &csr.Signer{CA: env.Cluster.CA()},
+		Log:    slog.New(slog.DiscardHandler),
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	create(t, kubelet, "serving-good", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	create(t, kubelet, "serving-other-ip", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
+	create(t, env.Client, "serving-by-admin", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers")
+	create(t, bootstrap, "client-first", csr.SignerKubeletClient, request(t, "system:node:"+node, nil), certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
+
+	good := settled(t, env.Client, "serving-good")
+	if a := condition(good, certificatesv1.CertificateApproved); a == nil || a.Reason != csr.ReasonApproved || a.Message != csr.MessageServing {
+		t.Errorf("serving-good conditions = %+v", good.Status.Conditions)
+	}
+	block, _ := pem.Decode(good.Status.Certificate)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(env.Cluster.CA().Cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: node}); err != nil {
+		t.Errorf("issued serving certificate does not verify: %v", err)
+	}
+
+	other := settled(t, env.Client, "serving-other-ip")
+	if d := condition(other, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonSANs || d.Message != "IP SAN 198.18.0.12 is not an address of instance i-0aaa" || len(other.Status.Certificate) > 0 {
+		t.Errorf("serving-other-ip = %+v", other.Status)
+	}
+	admin := settled(t, env.Client, "serving-by-admin")
+	if d := condition(admin, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonNotANode {
+		t.Errorf("serving-by-admin = %+v", admin.Status.Conditions)
+	}
+	client := settled(t, env.Client, "client-first")
+	if a := condition(client, certificatesv1.CertificateApproved); a == nil || a.Message != csr.MessageClient || len(client.Status.Certificate) == 0 {
+		t.Errorf("client-first = %+v", client.Status.Conditions)
+	}
+
+	events, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=serving-other-ip"})
+	if err != nil || len(events.Items) == 0 || events.Items[0].Reason != csr.ReasonSANs {
+		t.Errorf("events of the denied CSR: %v %+v", err, events)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("controller: %v", err)
+	}
+}
