@@ -15,6 +15,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -122,6 +123,14 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	create(t, kubelet, "serving-good", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
 	create(t, kubelet, "serving-other-ip", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
 	create(t, env.Client, "serving-by-admin", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	// A node cannot even ask for another node's serving certificate: NodeRestriction.
+	if _, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "serving-other-cn"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: request(t, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil, "198.18.0.12"),
+			SignerName: csr.SignerKubeletServing, Usages: serving},
+	}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("serving CSR for another node's CN: %v, want Forbidden", err)
+	}
 	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers")
 	create(t, bootstrap, "client-first", csr.SignerKubeletClient, request(t, "system:node:"+node, nil), certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
 
