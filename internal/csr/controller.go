@@ -26,6 +26,8 @@ type Controller struct {
 	Policy *Policy
 	Signer *Signer
 	Log    *slog.Logger
+	// OnIssued, when set, is called after a certificate was stored on a CSR.
+	OnIssued func(csrName string)
 }
 
 // NewAccessReview returns an AccessReview that asks the API server with a
@@ -50,11 +52,16 @@ func NewAccessReview(client kubernetes.Interface) AccessReview {
 	}
 }
 
+func (c *Controller) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
+}
+
 // Start runs the controller until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c.Log = c.logger()
 	factory := informers.NewSharedInformerFactory(c.Client, 10*time.Minute)
 	informer := factory.Certificates().V1().CertificateSigningRequests()
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -153,6 +160,9 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 		return fmt.Errorf("issuing %s: %w", csr.Name, err)
 	}
 	c.Log.Info("CSR issued", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username)
+	if c.OnIssued != nil {
+		c.OnIssued(csr.Name)
+	}
 	c.event(ctx, issued, true, "Issued", "certificate issued by nodejoin-controller")
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +170,73 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("controller: %v", err)
+	}
+}
+
+// Two elected replicas; the leader dies (its context ends without releasing the Lease)
+// in the middle of a burst of CSRs. The other takes over: no CSR is left pending and
+// none is issued twice.
+func TestFailoverDuringABurst(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	issued := map[string]int{}
+	newController := func() *csr.Controller {
+		return &csr.Controller{
+			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
+			Client: env.Client,
+			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+			}}},
+			Signer: &csr.Signer{CA: env.Cluster.CA()},
+		}
+	}
+	le := func(id string) csr.LeaderElection {
+		return csr.LeaderElection{Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
+	}
+	firstCtx, killFirst := context.WithCancel(ctx)
+	defer killFirst()
+	first := newController()
+	firstDone := make(chan struct{})
+	go func() { _ = first.RunElected(firstCtx, le("first")); close(firstDone) }()
+	// Let the first replica win the Lease before the second starts.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "nodejoin-controller", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "first", nil
+	}); err != nil {
+		t.Fatalf("first replica never led: %v", err)
+	}
+	secondCtx, stopSecond := context.WithCancel(ctx)
+	defer stopSecond()
+	go func() { _ = newController().RunElected(secondCtx, le("second")) }()
+
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	const burst = 30
+	names := make([]string, burst)
+	for i := range burst {
+		names[i] = "burst-" + string(rune('a'+i/10)) + string(rune('0'+i%10))
+		create(t, kubelet, names[i], csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+		if i == burst/3 {
+			killFirst()
+			<-firstDone
+		}
+	}
+	for _, n := range names {
+		c := settled(t, env.Client, n)
+		if len(c.Status.Certificate) == 0 {
+			t.Errorf("%s not issued: %+v", n, c.Status.Conditions)
+		}
+		mu.Lock()
+		count := issued[n]
+		mu.Unlock()
+		// A replica killed right after its write reached the API server never hears
+		// the answer, so a CSR can be issued without a callback; never twice.
+		if count > 1 {
+			t.Errorf("%s issued %d times", n, count)
+		}
 	}
 }
