@@ -187,7 +187,7 @@ func TestFailoverDuringABurst(t *testing.T) {
 	newController := func() *csr.Controller {
 		return &csr.Controller{
 			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
-			Client: env.Client,
+			Client:   env.Client,
 			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
 				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 			}}},
