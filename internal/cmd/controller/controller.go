@@ -4,11 +4,20 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
 // Run runs nodejoin-controller with args.
@@ -17,5 +26,105 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Use:   "nodejoin-controller",
 		Short: "Authenticate joining nodes, approve and sign their certificates",
 	}
+	root.AddCommand(runCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
+}
+
+type runOptions struct {
+	kubeconfig               string
+	caCert, caKey            string
+	servingCACert, servingCA string
+	inventory                string
+	leaderElect, installRBAC bool
+	identity, controllerUser string
+	maxExpiration, duration  time.Duration
+}
+
+func runCommand() *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Approve or deny kubelet CSRs and sign approved ones, until interrupted",
+		Long: "run watches CertificateSigningRequests of the two kubelet signers. A serving certificate is\n" +
+			"approved only when its requester is the node it names and every DNS name and IP in it\n" +
+			"belongs to that node's instance in the inventory; every other request for these signers is\n" +
+			"denied with the reason. Approved requests are signed from the CA.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.caCert, "ca-cert", "", "PEM certificate of the CA that signs kubelet certificates (required)")
+	f.StringVar(&o.caKey, "ca-key", "", "PEM private key of that CA (required)")
+	f.StringVar(&o.servingCACert, "serving-ca-cert", "", "a separate CA for kubelet serving certificates (optional)")
+	f.StringVar(&o.servingCA, "serving-ca-key", "", "its private key")
+	f.StringVar(&o.inventory, "inventory", "", "JSON file mapping node names to their instances' names and addresses (required)")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the kube-system/nodejoin-controller Lease")
+	f.StringVar(&o.identity, "identity", "", "this replica's name in leader election (default: the host name)")
+	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start")
+	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege role")
+	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
+	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
+	return cmd
+}
+
+func (o *runOptions) restConfig() (*rest.Config, error) {
+	path := o.kubeconfig
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", path)
+}
+
+func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
+	if o.caCert == "" || o.caKey == "" {
+		return fmt.Errorf("--ca-cert and --ca-key are required: the CA that signs kubelet certificates")
+	}
+	if o.inventory == "" {
+		return fmt.Errorf("--inventory is required: without it no serving certificate's addresses can be verified")
+	}
+	ca, err := pki.LoadCA(o.caCert, o.caKey)
+	if err != nil {
+		return err
+	}
+	signer := &csr.Signer{CA: ca, Duration: o.duration, MaxDuration: o.maxExpiration}
+	if o.servingCACert != "" {
+		if signer.ServingCA, err = pki.LoadCA(o.servingCACert, o.servingCA); err != nil {
+			return err
+		}
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return fmt.Errorf("cluster configuration: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil))
+	if o.installRBAC {
+		if err := csr.EnsureRBAC(ctx, client, o.controllerUser); err != nil {
+			return fmt.Errorf("installing RBAC: %w", err)
+		}
+	}
+	c := &csr.Controller{
+		Client: client,
+		Policy: &csr.Policy{Inventory: &csr.FileInventory{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
+		Signer: signer,
+		Log:    log,
+	}
+	log.Info("starting", "leaderElection", o.leaderElect)
+	if !o.leaderElect {
+		return c.Start(ctx)
+	}
+	id := o.identity
+	if id == "" {
+		if id, err = os.Hostname(); err != nil {
+			return fmt.Errorf("choosing a leader-election identity (give --identity): %w", err)
+		}
+	}
+	return c.RunElected(ctx, csr.LeaderElection{Identity: id})
 }

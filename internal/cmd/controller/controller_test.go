@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+func TestRunRequiresCAAndInventory(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(t.Context(), []string{"run"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--ca-cert and --ca-key are required") {
+		t.Errorf("error = %v", err)
+	}
+	err = Run(t.Context(), []string{"run", "--ca-cert", "x", "--ca-key", "y"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--inventory is required") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+// nodejoin-controller run against a real API server: a kubelet's serving CSR is
+// approved and issued.
+func TestRunIssuesAServingCertificate(t *testing.T) {
+	env := testenv.Start(t)
+	node := "ip-198-18-0-11.local.internal"
+	inv := filepath.Join(t.TempDir(), "inventory.json")
+	if err := os.WriteFile(inv, []byte(`{"`+node+`": {"id": "i-1", "state": "running", "dnsNames": ["`+node+`"], "ips": ["198.18.0.11"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := env.Cluster.PKI()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var logs bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"run", "--kubeconfig", env.Cluster.KubeconfigPath(), "--ca-cert", p.CA.Cert, "--ca-key", p.CA.Key,
+			"--inventory", inv, "--identity", "test"}, &logs, &logs)
+	}()
+
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, DNSNames: []string{node}, IPAddresses: []net.IP{net.ParseIP("198.18.0.11")},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	if _, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := env.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false, err
+		}
+		return len(list.Items[0].Status.Certificate) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("CSR not issued: %v\n%s", err, logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
