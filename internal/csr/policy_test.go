@@ -99,12 +99,13 @@ func TestServingDecisions(t *testing.T) {
 	good := reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, ips: []string{"198.18.0.11"}}
 	with := func(mod func(*reqSpec)) reqSpec { s := good; mod(&s); return s }
 	seven := int32(400 * 24 * 3600)
-	tests := []struct {
+	type servingCase struct {
 		name   string
 		csr    *certificatesv1.CertificateSigningRequest
 		reason string
 		msg    string
-	}{
+	}
+	tests := []servingCase{
 		{"own names and addresses", servingCSR(t, user, nodes, good), ReasonApproved, MessageServing},
 		{"public name and IP", servingCSR(t, user, nodes, with(func(s *reqSpec) {
 			s.dns = []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"}
@@ -135,20 +136,10 @@ func TestServingDecisions(t *testing.T) {
 	}
 	wrongUsages := servingCSR(t, user, nodes, good)
 	wrongUsages.Spec.Usages = append(wrongUsages.Spec.Usages, certificatesv1.UsageClientAuth)
-	tests = append(tests, struct {
-		name   string
-		csr    *certificatesv1.CertificateSigningRequest
-		reason string
-		msg    string
-	}{"client auth on a serving cert", wrongUsages, ReasonUsages, "are not a kubelet serving certificate's"})
+	tests = append(tests, servingCase{"client auth on a serving cert", wrongUsages, ReasonUsages, "are not a kubelet serving certificate's"})
 	long := servingCSR(t, user, nodes, good)
 	long.Spec.ExpirationSeconds = &seven
-	tests = append(tests, struct {
-		name   string
-		csr    *certificatesv1.CertificateSigningRequest
-		reason string
-		msg    string
-	}{"excessive expirationSeconds", long, ReasonExpiration, "exceeds the maximum of 31536000"})
+	tests = append(tests, servingCase{"excessive expirationSeconds", long, ReasonExpiration, "exceeds the maximum of 31536000"})
 
 	p := &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
 		return true, nil
