@@ -1,0 +1,163 @@
+// Package identity mints and checks node identity tokens in the format of
+// aws-iam-authenticator and `aws eks get-token`: "k8s-aws-v1." followed by the unpadded
+// base64url of a presigned STS GetCallerIdentity URL that signs the header
+// x-k8s-aws-id: <cluster>.
+package identity
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Token format constants.
+const (
+	Prefix        = "k8s-aws-v1."
+	ClusterHeader = "x-k8s-aws-id"
+	maxTokenLen   = 4096
+	// Lifetime is how long STS accepts a presigned GetCallerIdentity URL.
+	Lifetime = 15 * time.Minute
+	dateFmt  = "20060102T150405Z"
+)
+
+// Mint presigns STS GetCallerIdentity with the SDK configuration's credentials (an
+// instance role's, from instance metadata, on a node) and returns the token and when
+// the client should stop using it (one minute before STS would refuse it).
+func Mint(ctx context.Context, cfg aws.Config, clusterID string) (string, time.Time, error) {
+	if clusterID == "" {
+		return "", time.Time{}, errors.New("no cluster name to bind the token to")
+	}
+	presign := sts.NewPresignClient(sts.NewFromConfig(cfg))
+	req, err := presign.PresignGetCallerIdentity(ctx, &sts.GetCallerIdentityInput{}, func(o *sts.PresignOptions) {
+		o.ClientOptions = append(o.ClientOptions, sts.WithAPIOptions(
+			smithyhttp.SetHeaderValue(ClusterHeader, clusterID),
+			smithyhttp.SetHeaderValue("X-Amz-Expires", "60"),
+		))
+	})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("presigning STS GetCallerIdentity: %w", err)
+	}
+	return Prefix + base64.RawURLEncoding.EncodeToString([]byte(req.URL)), time.Now().Add(Lifetime - time.Minute), nil
+}
+
+// FormatError is a token that is not well-formed; the message says how.
+type FormatError struct{ Msg string }
+
+func (e *FormatError) Error() string { return "input token was not properly formatted: " + e.Msg }
+
+func formatErr(format string, args ...any) error { return &FormatError{Msg: fmt.Sprintf(format, args...)} }
+
+// Request is a token's presigned request, checked for form.
+type Request struct {
+	URL         *url.URL
+	Query       url.Values
+	AccessKeyID string
+	Region      string
+	Date        time.Time
+}
+
+var allowedParams = map[string]bool{
+	"action": true, "version": true, "x-amz-algorithm": true, "x-amz-credential": true, "x-amz-date": true,
+	"x-amz-expires": true, "x-amz-security-token": true, "x-amz-signature": true, "x-amz-signedheaders": true,
+}
+
+// Parse checks a token's form in aws-iam-authenticator's order, and more: the prefix,
+// size, base64, https, a host in hosts, the path, known and single-valued query
+// parameters with no case-variant duplicates, the action, a signed x-k8s-aws-id header,
+// X-Amz-Expires, and a date neither older than 15 minutes nor more than skew in the
+// future. The signature is for STS to check. Errors never quote the token.
+func Parse(token string, hosts []string, now time.Time, skew time.Duration) (*Request, error) {
+	if len(token) > maxTokenLen {
+		return nil, formatErr("token is too large")
+	}
+	enc, ok := strings.CutPrefix(token, Prefix)
+	if !ok {
+		return nil, formatErr("token is missing expected %q prefix", Prefix)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, formatErr("token is not unpadded base64url")
+	}
+	u, err := url.Parse(string(raw))
+	if err != nil {
+		return nil, formatErr("pre-signed URL does not parse")
+	}
+	if u.Scheme != "https" {
+		return nil, formatErr("unexpected scheme %q in pre-signed URL", u.Scheme)
+	}
+	if !hostAllowed(u.Host, hosts) {
+		return nil, formatErr("unexpected hostname %q in pre-signed URL", u.Host)
+	}
+	if u.Path != "/" {
+		return nil, formatErr("unexpected path in pre-signed URL")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, formatErr("malformed query parameter")
+	}
+	seen := map[string]bool{}
+	for k, v := range q {
+		lk := strings.ToLower(k)
+		if seen[lk] {
+			return nil, formatErr("duplicate query parameter found: %q", k)
+		}
+		seen[lk] = true
+		if !allowedParams[lk] {
+			return nil, formatErr("non-whitelisted query parameter %q", k)
+		}
+		if len(v) != 1 {
+			return nil, formatErr("query parameter with multiple values not supported")
+		}
+	}
+	if q.Get("Action") != "GetCallerIdentity" {
+		return nil, formatErr("unexpected action parameter in pre-signed URL")
+	}
+	signedCluster := false
+	for _, h := range strings.Split(q.Get("X-Amz-SignedHeaders"), ";") {
+		if strings.EqualFold(h, ClusterHeader) {
+			signedCluster = true
+		}
+	}
+	if !signedCluster {
+		return nil, formatErr("client did not sign the x-k8s-aws-id header in the pre-signed URL")
+	}
+	if exp, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || exp < 0 || exp > 900 {
+		return nil, formatErr("invalid X-Amz-Expires parameter in pre-signed URL: %q", q.Get("X-Amz-Expires"))
+	}
+	if q.Get("X-Amz-Date") == "" {
+		return nil, formatErr("X-Amz-Date parameter must be present in pre-signed URL")
+	}
+	date, err := time.Parse(dateFmt, q.Get("X-Amz-Date"))
+	if err != nil {
+		return nil, formatErr("X-Amz-Date parameter is not a date")
+	}
+	if now.After(date.Add(Lifetime)) {
+		return nil, formatErr("X-Amz-Date parameter is expired (15 minute expiration) %s", q.Get("X-Amz-Date"))
+	}
+	if date.After(now.Add(skew)) {
+		return nil, formatErr("X-Amz-Date parameter %s is in the future (more than %s ahead)", q.Get("X-Amz-Date"), skew)
+	}
+	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
+		return nil, formatErr("malformed X-Amz-Credential or X-Amz-Algorithm in pre-signed URL")
+	}
+	return &Request{URL: u, Query: q, AccessKeyID: cred[0], Region: cred[2], Date: date}, nil
+}
+
+func hostAllowed(host string, hosts []string) bool {
+	for _, h := range hosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
