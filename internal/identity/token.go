@@ -54,7 +54,9 @@ type FormatError struct{ Msg string }
 
 func (e *FormatError) Error() string { return "input token was not properly formatted: " + e.Msg }
 
-func formatErr(format string, args ...any) error { return &FormatError{Msg: fmt.Sprintf(format, args...)} }
+func formatErr(format string, args ...any) error {
+	return &FormatError{Msg: fmt.Sprintf(format, args...)}
+}
 
 // Request is a token's presigned request, checked for form.
 type Request struct {
@@ -100,26 +102,40 @@ func Parse(token string, hosts []string, now time.Time, skew time.Duration) (*Re
 	if u.Path != "/" {
 		return nil, formatErr("unexpected path in pre-signed URL")
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	q, date, err := checkQuery(u.RawQuery, now, skew)
 	if err != nil {
-		return nil, formatErr("malformed query parameter")
+		return nil, err
+	}
+	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
+		return nil, formatErr("malformed X-Amz-Credential or X-Amz-Algorithm in pre-signed URL")
+	}
+	return &Request{URL: u, Query: q, AccessKeyID: cred[0], Region: cred[2], Date: date}, nil
+}
+
+// checkQuery checks the presigned query's parameters, action, signed headers, expiry
+// and date.
+func checkQuery(rawQuery string, now time.Time, skew time.Duration) (url.Values, time.Time, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, time.Time{}, formatErr("malformed query parameter")
 	}
 	seen := map[string]bool{}
 	for k, v := range q {
 		lk := strings.ToLower(k)
 		if seen[lk] {
-			return nil, formatErr("duplicate query parameter found: %q", k)
+			return nil, time.Time{}, formatErr("duplicate query parameter found: %q", k)
 		}
 		seen[lk] = true
 		if !allowedParams[lk] {
-			return nil, formatErr("non-whitelisted query parameter %q", k)
+			return nil, time.Time{}, formatErr("non-whitelisted query parameter %q", k)
 		}
 		if len(v) != 1 {
-			return nil, formatErr("query parameter with multiple values not supported")
+			return nil, time.Time{}, formatErr("query parameter with multiple values not supported")
 		}
 	}
 	if q.Get("Action") != "GetCallerIdentity" {
-		return nil, formatErr("unexpected action parameter in pre-signed URL")
+		return nil, time.Time{}, formatErr("unexpected action parameter in pre-signed URL")
 	}
 	signedCluster := false
 	for _, h := range strings.Split(q.Get("X-Amz-SignedHeaders"), ";") {
@@ -128,29 +144,25 @@ func Parse(token string, hosts []string, now time.Time, skew time.Duration) (*Re
 		}
 	}
 	if !signedCluster {
-		return nil, formatErr("client did not sign the x-k8s-aws-id header in the pre-signed URL")
+		return nil, time.Time{}, formatErr("client did not sign the x-k8s-aws-id header in the pre-signed URL")
 	}
 	if exp, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || exp < 0 || exp > 900 {
-		return nil, formatErr("invalid X-Amz-Expires parameter in pre-signed URL: %q", q.Get("X-Amz-Expires"))
+		return nil, time.Time{}, formatErr("invalid X-Amz-Expires parameter in pre-signed URL: %q", q.Get("X-Amz-Expires"))
 	}
 	if q.Get("X-Amz-Date") == "" {
-		return nil, formatErr("X-Amz-Date parameter must be present in pre-signed URL")
+		return nil, time.Time{}, formatErr("X-Amz-Date parameter must be present in pre-signed URL")
 	}
 	date, err := time.Parse(dateFmt, q.Get("X-Amz-Date"))
 	if err != nil {
-		return nil, formatErr("X-Amz-Date parameter is not a date")
+		return nil, time.Time{}, formatErr("X-Amz-Date parameter is not a date")
 	}
 	if now.After(date.Add(Lifetime)) {
-		return nil, formatErr("X-Amz-Date parameter is expired (15 minute expiration) %s", q.Get("X-Amz-Date"))
+		return nil, time.Time{}, formatErr("X-Amz-Date parameter is expired (15 minute expiration) %s", q.Get("X-Amz-Date"))
 	}
 	if date.After(now.Add(skew)) {
-		return nil, formatErr("X-Amz-Date parameter %s is in the future (more than %s ahead)", q.Get("X-Amz-Date"), skew)
+		return nil, time.Time{}, formatErr("X-Amz-Date parameter %s is in the future (more than %s ahead)", q.Get("X-Amz-Date"), skew)
 	}
-	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
-	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
-		return nil, formatErr("malformed X-Amz-Credential or X-Amz-Algorithm in pre-signed URL")
-	}
-	return &Request{URL: u, Query: q, AccessKeyID: cred[0], Region: cred[2], Date: date}, nil
+	return q, date, nil
 }
 
 func hostAllowed(host string, hosts []string) bool {

@@ -89,7 +89,9 @@ func TestParseRejectsMalformedTokens(t *testing.T) {
 		"X-Amz-Credential": {"ASIAX/" + date[:8] + "/us-west-2/sts/aws4_request"}, "X-Amz-Date": {date}, "X-Amz-Expires": {"60"},
 		"X-Amz-SignedHeaders": {"host;x-k8s-aws-id"}, "X-Amz-Signature": {"00"},
 	}
-	enc := func(rawURL string) string { return identity.Prefix + base64.RawURLEncoding.EncodeToString([]byte(rawURL)) }
+	enc := func(rawURL string) string {
+		return identity.Prefix + base64.RawURLEncoding.EncodeToString([]byte(rawURL))
+	}
 	with := func(k, v string) string {
 		q := url.Values{}
 		for kk, vv := range base {
