@@ -24,7 +24,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	config.AddCommand(checkCommand(), dumpCommand())
 	ud := &cobra.Command{Use: "userdata", Short: "Inspect user data"}
 	ud.AddCommand(explainCommand())
-	root.AddCommand(initCommand(), config, ud)
+	root.AddCommand(initCommand(), getTokenCommand(), config, ud)
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 
