@@ -1,0 +1,170 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// User is the Kubernetes identity a caller maps to.
+type User struct {
+	Username string
+	UID      string
+	Groups   []string
+	Extra    map[string][]string
+}
+
+// Instance is what the cloud's inventory says of an instance.
+type Instance struct {
+	ID             string
+	State          string
+	PrivateDNSName string
+	// Role is the role of the instance's instance profile.
+	Role string
+}
+
+// ErrNoInstance reports an instance ID the inventory does not know.
+var ErrNoInstance = errors.New("instance not found")
+
+// Instances looks instances up (EC2 DescribeInstances on AWS).
+type Instances interface {
+	Instance(ctx context.Context, id string) (*Instance, error)
+}
+
+// RoleMapping is one entry of aws-auth's mapRoles.
+type RoleMapping struct {
+	RoleARN  string   `json:"rolearn"`
+	Username string   `json:"username"`
+	Groups   []string `json:"groups"`
+}
+
+// AWSAuth reads role mappings from the aws-auth ConfigMap.
+type AWSAuth struct {
+	// Get returns kube-system/aws-auth, or nil when there is none.
+	Get func(ctx context.Context) (*corev1.ConfigMap, error)
+}
+
+// Mappings parses mapRoles; an entry without a role ARN or username is an error.
+func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
+	cm, err := a.Get(ctx)
+	if err != nil || cm == nil {
+		return nil, err
+	}
+	var maps []RoleMapping
+	if err := sigsyaml.UnmarshalStrict([]byte(cm.Data["mapRoles"]), &maps); err != nil {
+		return nil, fmt.Errorf("aws-auth mapRoles: %w", err)
+	}
+	for i, m := range maps {
+		if m.RoleARN == "" || m.Username == "" {
+			return nil, fmt.Errorf("aws-auth mapRoles[%d]: rolearn and username are required", i)
+		}
+	}
+	return maps, nil
+}
+
+var (
+	instanceIDRE = regexp.MustCompile(`^i-(\w{8}|\w{17})$`)
+	templateRE   = regexp.MustCompile(`\{\{[^}]*\}\}`)
+)
+
+// forbiddenGroups may never be granted through a role mapping.
+var forbiddenGroups = []string{"system:masters"}
+
+// Map finds the caller's mapping and renders it. {{EC2PrivateDNSName}} is filled only
+// when the session names an instance that is running and whose instance profile has the
+// token's role: whoever can assume the node role can choose any session name, but cannot
+// become an instance that does not carry the role or no longer runs.
+func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Instances) (*User, error) {
+	var m *RoleMapping
+	for i := range mappings {
+		if strings.EqualFold(mappings[i].RoleARN, c.CanonicalARN) {
+			m = &mappings[i]
+		}
+	}
+	if m == nil {
+		return nil, denied("role %s has no access entry or aws-auth mapping", c.CanonicalARN)
+	}
+	var inst *Instance
+	render := func(tmpl string) (string, error) {
+		var err error
+		out := templateRE.ReplaceAllStringFunc(tmpl, func(t string) string {
+			switch t {
+			case "{{AccountID}}":
+				return c.Account
+			case "{{SessionName}}":
+				return strings.ReplaceAll(c.SessionName, "@", "-")
+			case "{{SessionNameRaw}}":
+				return c.SessionName
+			case "{{AccessKeyID}}":
+				return c.AccessKeyID
+			case "{{EC2PrivateDNSName}}":
+				if inst == nil {
+					inst, err = instanceOf(ctx, c, instances)
+				}
+				if inst != nil {
+					return inst.PrivateDNSName
+				}
+				return ""
+			}
+			if err == nil {
+				err = denied("mapping of %s uses unknown template %s", m.RoleARN, t)
+			}
+			return ""
+		})
+		return out, err
+	}
+	username, err := render(m.Username)
+	if err != nil {
+		return nil, err
+	}
+	u := &User{
+		Username: username,
+		UID:      fmt.Sprintf("aws-iam-authenticator:%s:%s", c.Account, c.UserID),
+		Extra: map[string][]string{
+			"arn": {c.ARN}, "canonicalArn": {c.CanonicalARN}, "sessionName": {c.SessionName},
+			"accessKeyId": {c.AccessKeyID}, "principalId": {c.UserID},
+		},
+	}
+	for _, g := range m.Groups {
+		rg, err := render(g)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(forbiddenGroups, rg) {
+			return nil, denied("mapping of %s grants group %s, which nodejoin never grants through a role", m.RoleARN, rg)
+		}
+		u.Groups = append(u.Groups, rg)
+	}
+	return u, nil
+}
+
+func instanceOf(ctx context.Context, c *Caller, instances Instances) (*Instance, error) {
+	if !instanceIDRE.MatchString(c.SessionName) {
+		return nil, denied("session name %q of %s is not an instance ID", c.SessionName, c.CanonicalARN)
+	}
+	if instances == nil {
+		return nil, denied("no instance inventory to resolve {{EC2PrivateDNSName}}")
+	}
+	inst, err := instances.Instance(ctx, c.SessionName)
+	if errors.Is(err, ErrNoInstance) {
+		return nil, denied("instance %s is unknown", c.SessionName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up instance %s: %w", c.SessionName, err)
+	}
+	switch {
+	case inst.State != "running":
+		return nil, denied("instance %s is %s, not running", inst.ID, inst.State)
+	case inst.Role != c.Role:
+		return nil, denied("instance %s has role %q, not the token's role %q", inst.ID, inst.Role, c.Role)
+	case inst.PrivateDNSName == "":
+		return nil, denied("instance %s has no private DNS name", inst.ID)
+	}
+	return inst, nil
+}

@@ -1,0 +1,159 @@
+// Package authn authenticates kubelets for kube-apiserver: a TokenReview webhook that
+// checks node identity tokens, asks STS who signed them, and maps the caller to a
+// Kubernetes node user — only when the instance the token names is running and carries
+// the token's role.
+package authn
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/identity"
+)
+
+// Caller is who STS says signed a token.
+type Caller struct {
+	Account string
+	// ARN as STS returns it, such as arn:aws:sts::1111:assumed-role/nodes/i-0abc.
+	ARN string
+	// CanonicalARN is the role's IAM ARN, such as arn:aws:iam::1111:role/nodes.
+	CanonicalARN string
+	Role         string
+	UserID       string // the role's unique ID
+	SessionName  string // for EC2 role credentials: the instance ID
+	AccessKeyID  string
+}
+
+// ErrDenied reports a token that is not accepted; the message says why.
+var ErrDenied = errors.New("denied")
+
+// ErrThrottled reports that STS refused to answer for now.
+var ErrThrottled = errors.New("STS throttled the request")
+
+func denied(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrDenied, fmt.Sprintf(format, args...))
+}
+
+// Verifier checks tokens for one cluster.
+type Verifier struct {
+	ClusterID string
+	// STSHosts are the STS hosts tokens may point at (such as sts.us-west-2.amazonaws.com).
+	STSHosts []string
+	// HTTP calls STS; it must not follow redirects. Default: 10 s timeout, no redirects.
+	HTTP *http.Client
+	// Skew is how far in the future a token's date may be. Default 1 minute.
+	Skew time.Duration
+	Now  func() time.Time
+}
+
+func (v *Verifier) client() *http.Client {
+	if v.HTTP != nil {
+		return v.HTTP
+	}
+	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+var assumedRoleRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):sts::(\d{12}):assumed-role/([\w+=,.@/-]+)/([\w+=,.@-]+)$`)
+
+// Verify checks the token's form, then asks STS — with this cluster's name in the
+// x-k8s-aws-id header, so a token minted for another cluster fails its signature.
+func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	skew := v.Skew
+	if skew == 0 {
+		skew = time.Minute
+	}
+	req, err := identity.Parse(token, v.STSHosts, now(), skew)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDenied, err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set(identity.ClusterHeader, v.ClusterID)
+	hr.Header.Set("Accept", "application/json")
+	resp, err := v.client().Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("calling STS: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("reading the STS answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		if strings.Contains(string(body), "Throttling") || resp.StatusCode == http.StatusTooManyRequests {
+			return nil, ErrThrottled
+		}
+		code := stsErrorCode(body)
+		return nil, denied("STS refused the token (HTTP %d, %s)", resp.StatusCode, code)
+	}
+	arn, userID, account, err := parseCallerIdentity(body)
+	if err != nil {
+		return nil, fmt.Errorf("STS answer: %w", err)
+	}
+	m := assumedRoleRE.FindStringSubmatch(arn)
+	if m == nil {
+		return nil, denied("caller %s is not an assumed role (node tokens come from instance role credentials)", arn)
+	}
+	roleID, session, ok := strings.Cut(userID, ":")
+	if !ok || session != m[4] {
+		return nil, denied("malformed UserID for caller %s", arn)
+	}
+	return &Caller{
+		Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:role/%s", m[1], m[2], m[3]),
+		Role: m[3], UserID: roleID, SessionName: m[4], AccessKeyID: req.AccessKeyID,
+	}, nil
+}
+
+func stsErrorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `xml:"Code"`
+		} `xml:"Error"`
+	}
+	if xml.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return e.Error.Code
+	}
+	return "unknown error"
+}
+
+// parseCallerIdentity reads GetCallerIdentity's answer in JSON or XML.
+func parseCallerIdentity(body []byte) (arn, userID, account string, err error) {
+	var js struct {
+		GetCallerIdentityResponse struct {
+			GetCallerIdentityResult struct {
+				Arn     string `json:"Arn"`
+				UserID  string `json:"UserId"`
+				Account string `json:"Account"`
+			}
+		}
+	}
+	if json.Unmarshal(body, &js) == nil && js.GetCallerIdentityResponse.GetCallerIdentityResult.Arn != "" {
+		r := js.GetCallerIdentityResponse.GetCallerIdentityResult
+		return r.Arn, r.UserID, r.Account, nil
+	}
+	var x struct {
+		Result struct {
+			Arn     string `xml:"Arn"`
+			UserID  string `xml:"UserId"`
+			Account string `xml:"Account"`
+		} `xml:"GetCallerIdentityResult"`
+	}
+	if err := xml.Unmarshal(body, &x); err != nil || x.Result.Arn == "" {
+		return "", "", "", errors.New("no GetCallerIdentityResult")
+	}
+	return x.Result.Arn, x.Result.UserID, x.Result.Account, nil
+}
