@@ -16,13 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
 // Secret layout of bootstrap tokens (k8s.io/cluster-bootstrap).
 const (
-	SecretType    = "bootstrap.kubernetes.io/token"
+	SecretType    = "bootstrap.kubernetes.io/token" //nolint:gosec // G101: the Secret type name, not a credential.
 	SecretPrefix  = "bootstrap-token-"
 	GroupPrefix   = "system:bootstrappers:"
 	NodeGroupKey  = "nodejoin.io/node-group"
@@ -107,7 +106,7 @@ func Clean(ctx context.Context, client kubernetes.Interface, now time.Time) (int
 		if s.Type != SecretType || !Expired(s, now) {
 			continue
 		}
-		uid := types.UID(s.UID)
+		uid := s.UID
 		err := client.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return n, fmt.Errorf("deleting expired bootstrap token %s: %w", s.Name, err)
