@@ -28,6 +28,8 @@ type Webhook struct {
 	CacheSize int
 	// Limiter bounds the reviews that reach STS; nil allows 50 per second, bursts of 100.
 	Limiter *rate.Limiter
+	// Metrics, when set, records reviews, latencies and cache hits.
+	Metrics *Metrics
 
 	once  sync.Once
 	mu    sync.Mutex
@@ -73,9 +75,15 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	now := time.Now()
 	w.mu.Lock()
 	w.total++
+	if w.Metrics != nil {
+		w.Metrics.CacheLookups.Inc()
+	}
 	if e, ok := w.cache[key]; ok && now.Before(e.expires) {
 		w.hits++
 		w.mu.Unlock()
+		if w.Metrics != nil {
+			w.Metrics.CacheHits.Inc()
+		}
 		return e.user, nil
 	}
 	w.mu.Unlock()
@@ -140,6 +148,19 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	default:
 		out.Status.Error = err.Error()
 		w.Log.Info("token denied", "reason", err.Error(), "latency", time.Since(start))
+	}
+	if w.Metrics != nil {
+		outcome := "authenticated"
+		switch {
+		case errors.Is(err, ErrThrottled):
+			outcome = "throttled"
+		case errors.Is(err, ErrDenied):
+			outcome = "denied"
+		case err != nil:
+			outcome = "error"
+		}
+		w.Metrics.Reviews.WithLabelValues(outcome).Inc()
+		w.Metrics.Latency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}
 	rw.Header().Set("Content-Type", "application/json")
 	rw.WriteHeader(status)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,7 +91,9 @@ func TestWebhookAuthenticatesNodes(t *testing.T) {
 	stsClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 	var client kubernetes.Interface
+	reg := prometheus.NewRegistry()
 	w := &authn.Webhook{
+		Metrics:  authn.NewMetrics(reg),
 		Verifier: &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(stsSrv.URL, "https://")}, HTTP: stsClient},
 		Mappings: authn.AWSAuth{Get: func(ctx context.Context) (*corev1.ConfigMap, error) {
 			return client.CoreV1().ConfigMaps("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
@@ -168,5 +172,11 @@ func TestWebhookAuthenticatesNodes(t *testing.T) {
 	}
 	if hits, total := w.CacheHitRate(); total == 0 {
 		t.Errorf("cache: %d hits of %d", hits, total)
+	}
+	if got := testutil.ToFloat64(w.Metrics.Reviews.WithLabelValues("authenticated")); got < 1 {
+		t.Errorf("authenticated reviews = %v", got)
+	}
+	if got := testutil.ToFloat64(w.Metrics.Reviews.WithLabelValues("denied")); got < float64(len(hostile)) {
+		t.Errorf("denied reviews = %v, want at least %d", got, len(hostile))
 	}
 }

@@ -28,6 +28,8 @@ type Controller struct {
 	Log    *slog.Logger
 	// OnIssued, when set, is called after a certificate was stored on a CSR.
 	OnIssued func(csrName string)
+	// Metrics, when set, records decisions and latencies.
+	Metrics *Metrics
 }
 
 // NewAccessReview returns an AccessReview that asks the API server with a
@@ -61,7 +63,6 @@ func (c *Controller) logger() *slog.Logger {
 
 // Start runs the controller until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
-	c.Log = c.logger()
 	factory := informers.NewSharedInformerFactory(c.Client, 10*time.Minute)
 	informer := factory.Certificates().V1().CertificateSigningRequests()
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -99,7 +100,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			err = nil
 		}
 		if err != nil && ctx.Err() == nil {
-			c.Log.Warn("CSR not settled, retrying", "csr", name, "err", err)
+			c.logger().Warn("CSR not settled, retrying", "csr", name, "err", err)
 			queue.AddRateLimited(name)
 		} else {
 			queue.Forget(name)
@@ -136,7 +137,8 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 		if err != nil {
 			return fmt.Errorf("recording the decision on %s: %w", csr.Name, err)
 		}
-		c.Log.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
+		c.Metrics.decided(csr, d, time.Now())
+		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
 		c.event(ctx, updated, d.Approve, d.Reason, d.Message)
 		csr = updated
 	}
@@ -159,7 +161,8 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 	if err != nil {
 		return fmt.Errorf("issuing %s: %w", csr.Name, err)
 	}
-	c.Log.Info("CSR issued", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username)
+	c.logger().Info("CSR issued", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username)
+	c.Metrics.issued(csr, time.Now())
 	if c.OnIssued != nil {
 		c.OnIssued(csr.Name)
 	}
@@ -183,6 +186,6 @@ func (c *Controller) event(ctx context.Context, csr *certificatesv1.CertificateS
 		Source: corev1.EventSource{Component: "nodejoin-controller"},
 	}
 	if _, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.Log.Warn("recording event failed", "csr", csr.Name, "err", err)
+		c.logger().Warn("recording event failed", "csr", csr.Name, "err", err)
 	}
 }

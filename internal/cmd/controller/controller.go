@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -38,6 +42,7 @@ type runOptions struct {
 	leaderElect, installRBAC bool
 	identity, controllerUser string
 	maxExpiration, duration  time.Duration
+	metricsAddr              string
 }
 
 func runCommand() *cobra.Command {
@@ -65,6 +70,7 @@ func runCommand() *cobra.Command {
 	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege role")
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
 	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
 	return cmd
 }
 
@@ -110,11 +116,18 @@ func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
 			return fmt.Errorf("installing RBAC: %w", err)
 		}
 	}
+	reg := prometheus.NewRegistry()
+	if o.metricsAddr != "" {
+		if err := serveMetrics(ctx, o.metricsAddr, reg, log); err != nil {
+			return err
+		}
+	}
 	c := &csr.Controller{
-		Client: client,
-		Policy: &csr.Policy{Inventory: &csr.FileInventory{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
-		Signer: signer,
-		Log:    log,
+		Metrics: csr.NewMetrics(reg),
+		Client:  client,
+		Policy:  &csr.Policy{Inventory: &csr.FileInventory{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
+		Signer:  signer,
+		Log:     log,
 	}
 	log.Info("starting", "leaderElection", o.leaderElect)
 	if !o.leaderElect {
@@ -127,4 +140,23 @@ func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
 		}
 	}
 	return c.RunElected(ctx, csr.LeaderElection{Identity: id})
+}
+
+// serveMetrics serves reg at http://addr/metrics until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listening on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("serving metrics", "address", l.Addr().String())
+	return nil
 }

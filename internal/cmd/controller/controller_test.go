@@ -9,10 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,11 +50,18 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 	p := env.Cluster.PKI()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logs bytes.Buffer
+	var logs syncBuffer
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	_ = l.Close()
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"run", "--kubeconfig", env.Cluster.KubeconfigPath(), "--ca-cert", p.CA.Cert, "--ca-key", p.CA.Key,
-			"--inventory", inv, "--identity", "test"}, &logs, &logs)
+			"--inventory", inv, "--identity", "test", "--metrics-bind-address", metricsAddr}, &logs, &logs)
 	}()
 
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -79,8 +89,32 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CSR not issued: %v\n%s", err, logs.String())
 	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(body), `nodejoin_csr_decisions_total{decision="approved",reason="AutoApproved",signer="kubernetes.io/kubelet-serving"} 1`) {
+		t.Errorf("metrics lack the approval:\n%s", body)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
 }
+
+// syncBuffer is a bytes.Buffer safe for the controller's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
