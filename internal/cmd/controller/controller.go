@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
@@ -30,7 +31,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Use:   "nodejoin-controller",
 		Short: "Authenticate joining nodes, approve and sign their certificates",
 	}
-	root.AddCommand(runCommand())
+	root.AddCommand(runCommand(), webhookCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 
@@ -125,7 +126,7 @@ func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
 	c := &csr.Controller{
 		Metrics: csr.NewMetrics(reg),
 		Client:  client,
-		Policy:  &csr.Policy{Inventory: &csr.FileInventory{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
+		Policy:  &csr.Policy{Inventory: &inventory.File{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
 		Signer:  signer,
 		Log:     log,
 	}
