@@ -12,7 +12,15 @@ for file in $targets; do
   for fn in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$file" | awk '{print $2}'); do
     n=$((n + 1))
     echo "fuzz: $pkg $fn ($fuzztime)"
-    go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "$pkg" | tail -n 1
+    log=$(mktemp)
+    if ! go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$fuzztime" "$pkg" > "$log" 2>&1; then
+      # Show why, and where the failing input was saved (the package's testdata/fuzz/).
+      tail -n 40 "$log"
+      rm -f "$log"
+      exit 1
+    fi
+    tail -n 1 "$log"
+    rm -f "$log"
   done
 done
 echo "fuzz: $n targets passed"

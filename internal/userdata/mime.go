@@ -16,6 +16,12 @@ type rawPart struct {
 	notes   []string
 }
 
+// Limits of a part's header block.
+const (
+	maxHeaderLines = 64
+	maxHeaderBytes = 16 << 10
+)
+
 var headerLineRE = regexp.MustCompile(`^([!-9;-~]+):[ \t]*(.*)$`)
 
 // mimeHeaders are the header names a user-data part can carry. A line that looks like
@@ -59,10 +65,15 @@ func readHeaders(lines []string, start, lineOffset int, where string) (map[strin
 	headers := map[string]string{}
 	var notes []string
 	last := ""
+	size := 0
 	for i := start; i < len(lines); i++ {
 		l := lines[i]
 		if l == "" {
 			return headers, i + 1, notes, nil
+		}
+		// Bound the header block: folded lines would otherwise grow one value without end.
+		if size += len(l); size > maxHeaderBytes || i-start >= maxHeaderLines {
+			return nil, 0, nil, fmt.Errorf("%s, line %d: the MIME headers run on for more than %d lines or %d bytes; a blank line must end them", where, lineOffset+i+1, maxHeaderLines, maxHeaderBytes)
 		}
 		if (l[0] == ' ' || l[0] == '\t') && last != "" {
 			headers[last] += " " + strings.TrimSpace(l)

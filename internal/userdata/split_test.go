@@ -141,6 +141,7 @@ func TestSplitMalformed(t *testing.T) {
 		{"bad part encoding", []byte(mimeDoc("Content-Type: text/plain\nContent-Transfer-Encoding: quoted-printable\n\nx\n")), `Content-Transfer-Encoding "quoted-printable" is not supported`},
 		{"bad part base64", []byte(mimeDoc("Content-Type: text/plain\nContent-Transfer-Encoding: base64\n\n!!!\n")), "the body is not"},
 		{"no headers in part", []byte(mimeDoc("#!/bin/bash\n")), "expected MIME headers such as Content-Type"},
+		{"endless part headers", []byte(mimeDoc("Content-Type: text/plain\n" + strings.Repeat(" x\n", 200000) + "\nbody\n")), "the MIME headers run on for more than 64 lines"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +150,14 @@ func TestSplitMalformed(t *testing.T) {
 				t.Errorf("error = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Folded header lines must not grow a value without bound (that was quadratic).
+func TestSplitEndlessHeadersAreCheap(t *testing.T) {
+	doc, err := Split([]byte("Content-Type: multipart/mixed; boundary=B\n" + strings.Repeat(" x\n", 200000)))
+	if err != nil || doc.Multipart {
+		t.Errorf("Split = %+v, %v; want one non-multipart part", doc, err)
 	}
 }
 
