@@ -41,9 +41,9 @@ down: ## Stop the local cluster started by `make up` and remove its state
 	@if [ -x $(BIN)/nodejoin ]; then $(BIN)/nodejoin down --name $(NAME); else $(GO) run ./cmd/nodejoin down --name $(NAME); fi
 
 .PHONY: test
-test: deps tools ## Run every test: unit, integration (real kube-apiserver), e2e, and a short fuzz of every decoder
-	$(GO) test $(TEST_FLAGS) ./...
+test: deps tools ## Run every test: a short fuzz of every decoder, then unit, integration (real kube-apiserver) and e2e
 	@hack/fuzz.sh
+	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz
 fuzz: ## Fuzz every decoder for FUZZTIME each (default 10s)
