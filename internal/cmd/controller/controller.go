@@ -75,15 +75,23 @@ func runCommand() *cobra.Command {
 	return cmd
 }
 
-func (o *runOptions) restConfig() (*rest.Config, error) {
-	path := o.kubeconfig
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
+// clientFor connects to the cluster of a kubeconfig file, or $KUBECONFIG, or the
+// in-cluster configuration, in that order.
+func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
 	}
-	if path == "" {
-		return rest.InClusterConfig()
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}
-	return clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster configuration: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
@@ -103,11 +111,7 @@ func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
 			return err
 		}
 	}
-	cfg, err := o.restConfig()
-	if err != nil {
-		return fmt.Errorf("cluster configuration: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clientFor(o.kubeconfig)
 	if err != nil {
 		return err
 	}

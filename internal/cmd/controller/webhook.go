@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/inventory"
@@ -103,11 +102,7 @@ func (o *webhookOptions) run(ctx context.Context, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
-	cfg, err := (&runOptions{kubeconfig: o.kubeconfig}).restConfig()
-	if err != nil {
-		return fmt.Errorf("cluster configuration: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := clientFor(o.kubeconfig)
 	if err != nil {
 		return err
 	}
