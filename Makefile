@@ -46,7 +46,7 @@ test: deps tools ## Run every test: a short fuzz of every decoder, then unit, in
 	$(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz every decoder for FUZZTIME each (default 10s)
+fuzz: ## Fuzz every decoder: FUZZTIME each (default 20000x inputs; or a duration such as 5m)
 	@hack/fuzz.sh
 
 .PHONY: test-unit
