@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/identity"
@@ -69,16 +66,7 @@ func serveWebhook(t *testing.T, w http.Handler) string {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: srv.URL + "/authenticate", CertificateAuthorityData: ca.CertPEM()}
-	cfg.AuthInfos["apiserver"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "apiserver"}
-	cfg.CurrentContext = "webhook"
-	path := filepath.Join(t.TempDir(), "webhook.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testenv.WebhookConfig(t, srv.URL+"/authenticate", ca.CertPEM())
 }
 
 // kube-apiserver authenticates node identity tokens through the webhook: the real

@@ -50,12 +50,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if s, err := ReadState(opts.StateDir); err == nil {
-		if s.Running() {
-			return nil, fmt.Errorf("cluster %s is running already (state in %s); stop it with `nodejoin down --name %s`", s.Name, opts.StateDir, s.Name)
-		}
-		return nil, fmt.Errorf("cluster %s left state behind in %s; clean it up with `nodejoin down --name %s`", s.Name, opts.StateDir, s.Name)
-	} else if !errors.Is(err, ErrNoCluster) {
+	if err := EnsureNoCluster(opts.StateDir); err != nil {
 		return nil, err
 	}
 	binDir := opts.BinDir

@@ -63,6 +63,22 @@ func writeState(dir string, s *State) error {
 	return atomicfile.WriteFile(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
 
+// EnsureNoCluster returns nil when dir holds no cluster, and otherwise an error saying
+// whether the cluster there runs or crashed, and what to do.
+func EnsureNoCluster(dir string) error {
+	s, err := ReadState(dir)
+	switch {
+	case errors.Is(err, ErrNoCluster):
+		return nil
+	case err != nil:
+		return err
+	case s.Running():
+		return fmt.Errorf("cluster %s is running already (state in %s); use it (`nodejoin kubeconfig --name %s`) or stop it with `nodejoin down --name %s`", s.Name, dir, s.Name, s.Name)
+	default:
+		return fmt.Errorf("cluster %s left state behind in %s; clean it up with `nodejoin down --name %s`", s.Name, dir, s.Name)
+	}
+}
+
 // Running reports whether the cluster's owner process is alive.
 func (s *State) Running() bool { return s.Owner.Alive() }
 

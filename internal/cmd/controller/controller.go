@@ -157,10 +157,10 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
 	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
+		if err := cli.Serve(ctx, srv, l); err != nil {
+			log.Error("serving metrics failed", "err", err)
+		}
 	}()
 	log.Info("serving metrics", "address", l.Addr().String())
 	return nil

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
@@ -137,14 +138,5 @@ func (o *webhookOptions) run(ctx context.Context, logOut io.Writer) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	log.Info("serving token reviews", "address", l.Addr().String(), "cluster", o.clusterID)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(l, "", "") }()
-	select {
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	case err := <-errc:
-		return err
-	}
+	return cli.Serve(ctx, srv, l)
 }

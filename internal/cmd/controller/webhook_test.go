@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/localcloud"
@@ -80,15 +78,7 @@ func TestWebhookCommand(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["w"] = &clientcmdapi.Cluster{Server: "https://" + addr + "/authenticate", CertificateAuthorityData: ca.CertPEM()}
-	kc.AuthInfos["w"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["w"] = &clientcmdapi.Context{Cluster: "w", AuthInfo: "w"}
-	kc.CurrentContext = "w"
-	webhookConfig := filepath.Join(dir, "webhook.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, webhookConfig); err != nil {
-		t.Fatal(err)
-	}
+	webhookConfig := testenv.WebhookConfig(t, "https://"+addr+"/authenticate", ca.CertPEM())
 
 	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhookConfigFile = webhookConfig })
 	if _, err := env.Client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), &corev1.ConfigMap{

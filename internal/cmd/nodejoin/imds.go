@@ -2,7 +2,6 @@ package nodejoin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/localcloud"
 )
 
@@ -74,17 +74,5 @@ func serveIMDS(ctx context.Context, cmd *cobra.Command, listen string, inst loca
 	srv := &http.Server{Handler: localcloud.NewIMDS(inst, nil), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "Serving instance metadata of %s (%s, %s) on http://%s\n", inst.ID, inst.Type, inst.PrivateIPv4, l.Addr())
 	fmt.Fprintf(cmd.OutOrStdout(), "Use it: AWS_EC2_METADATA_SERVICE_ENDPOINT=http://%s nodeadm ...\n", l.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
+	return cli.Serve(ctx, srv, l)
 }

@@ -86,11 +86,9 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if s, err := localcluster.ReadState(dir); err == nil {
-		if s.Running() {
-			return fmt.Errorf("cluster %s is running already; use it (`nodejoin kubeconfig --name %s`) or stop it with `nodejoin down --name %s`", o.name, o.name, o.name)
-		}
-		return fmt.Errorf("cluster %s left state behind in %s; clean it up with `nodejoin down --name %s`", o.name, dir, o.name)
+	// Checked here too, before --detach starts a background process for nothing.
+	if err := localcluster.EnsureNoCluster(dir); err != nil {
+		return err
 	}
 	if o.detach {
 		return o.startDetached(cmd, dir)
