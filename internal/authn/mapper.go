@@ -18,6 +18,8 @@ type User struct {
 	UID      string
 	Groups   []string
 	Extra    map[string][]string
+	// Mapping is the Source of the role mapping that admitted the caller.
+	Mapping string
 }
 
 // Instance is what the cloud's inventory says of an instance.
@@ -42,6 +44,8 @@ type RoleMapping struct {
 	RoleARN  string   `json:"rolearn"`
 	Username string   `json:"username"`
 	Groups   []string `json:"groups"`
+	// Source names where the mapping comes from, for logs and diagnostics.
+	Source string `json:"-"`
 }
 
 // AWSAuth reads role mappings from the aws-auth ConfigMap.
@@ -64,6 +68,7 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 		if m.RoleARN == "" || m.Username == "" {
 			return nil, fmt.Errorf("aws-auth mapRoles[%d]: rolearn and username are required", i)
 		}
+		maps[i].Source = fmt.Sprintf("aws-auth mapRoles[%d]", i)
 	}
 	return maps, nil
 }
@@ -126,6 +131,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 	u := &User{
 		Username: username,
 		UID:      fmt.Sprintf("aws-iam-authenticator:%s:%s", c.Account, c.UserID),
+		Mapping:  m.Source,
 		Extra: map[string][]string{
 			"arn": {c.ARN}, "canonicalArn": {c.CanonicalARN}, "sessionName": {c.SessionName},
 			"accessKeyId": {c.AccessKeyID}, "principalId": {c.UserID},

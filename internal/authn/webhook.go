@@ -140,7 +140,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		for k, v := range user.Extra {
 			out.Status.User.Extra[k] = v
 		}
-		w.Log.Info("token accepted", "user", user.Username, "arn", user.Extra["arn"], "latency", time.Since(start))
+		w.Log.Info("token accepted", "user", user.Username, "arn", user.Extra["arn"], "mapping", user.Mapping, "latency", time.Since(start))
 	case errors.Is(err, ErrThrottled):
 		status = http.StatusTooManyRequests
 		out.Status.Error = err.Error()

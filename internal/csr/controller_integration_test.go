@@ -2,14 +2,9 @@ package csr_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
-	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -19,9 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -34,57 +30,6 @@ func (i inventory) InstanceForNode(_ context.Context, n string) (*csr.Instance, 
 		return inst, nil
 	}
 	return nil, csr.ErrUnknownNode
-}
-
-func request(t *testing.T, cn string, dns []string, ips ...string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}, DNSNames: dns}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
-}
-
-func create(t *testing.T, client kubernetes.Interface, name, signer string, req []byte, usages ...certificatesv1.KeyUsage) {
-	t.Helper()
-	_, err := client.CertificatesV1().CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: req, SignerName: signer, Usages: usages},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating CSR %s: %v", name, err)
-	}
-}
-
-// settled waits until the CSR is denied, or approved and issued.
-func settled(t *testing.T, client kubernetes.Interface, name string) *certificatesv1.CertificateSigningRequest {
-	t.Helper()
-	var out *certificatesv1.CertificateSigningRequest
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		out = c
-		for _, cond := range c.Status.Conditions {
-			if cond.Type == certificatesv1.CertificateDenied {
-				return true, nil
-			}
-		}
-		return len(c.Status.Certificate) > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("CSR %s not settled: %v (status %+v)", name, err, out.Status.Conditions)
-	}
-	return out
 }
 
 func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
@@ -102,10 +47,10 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
 		t.Fatalf("second EnsureRBAC: %v", err)
 	}
 	c := &csr.Controller{
@@ -121,21 +66,21 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 
 	kubelet := env.As(t, "system:node:"+node, "system:nodes")
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
-	create(t, kubelet, "serving-good", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
-	create(t, kubelet, "serving-other-ip", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
-	create(t, env.Client, "serving-by-admin", csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	testenv.CreateCSR(t, kubelet, "serving-good", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	testenv.CreateCSR(t, kubelet, "serving-other-ip", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
+	testenv.CreateCSR(t, env.Client, "serving-by-admin", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
 	// A node cannot even ask for another node's serving certificate: NodeRestriction.
 	if _, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: "serving-other-cn"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{Request: request(t, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil, "198.18.0.12"),
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: testenv.CSR(t, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil, "198.18.0.12"),
 			SignerName: csr.SignerKubeletServing, Usages: serving},
 	}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("serving CSR for another node's CN: %v, want Forbidden", err)
 	}
 	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers")
-	create(t, bootstrap, "client-first", csr.SignerKubeletClient, request(t, "system:node:"+node, nil), certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
+	testenv.CreateCSR(t, bootstrap, "client-first", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+node, nil), certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
 
-	good := settled(t, env.Client, "serving-good")
+	good := testenv.Settled(t, env.Client, "serving-good")
 	if a := condition(good, certificatesv1.CertificateApproved); a == nil || a.Reason != csr.ReasonApproved || a.Message != csr.MessageServing {
 		t.Errorf("serving-good conditions = %+v", good.Status.Conditions)
 	}
@@ -150,15 +95,15 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 		t.Errorf("issued serving certificate does not verify: %v", err)
 	}
 
-	other := settled(t, env.Client, "serving-other-ip")
+	other := testenv.Settled(t, env.Client, "serving-other-ip")
 	if d := condition(other, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonSANs || d.Message != "IP SAN 198.18.0.12 is not an address of instance i-0aaa" || len(other.Status.Certificate) > 0 {
 		t.Errorf("serving-other-ip = %+v", other.Status)
 	}
-	admin := settled(t, env.Client, "serving-by-admin")
+	admin := testenv.Settled(t, env.Client, "serving-by-admin")
 	if d := condition(admin, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonNotANode {
 		t.Errorf("serving-by-admin = %+v", admin.Status.Conditions)
 	}
-	client := settled(t, env.Client, "client-first")
+	client := testenv.Settled(t, env.Client, "client-first")
 	if a := condition(client, certificatesv1.CertificateApproved); a == nil || a.Message != csr.MessageClient || len(client.Status.Certificate) == 0 {
 		t.Errorf("client-first = %+v", client.Status.Conditions)
 	}
@@ -179,7 +124,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 func TestFailoverDuringABurst(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
-	if err := csr.EnsureRBAC(ctx, env.Client, ""); err != nil {
+	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -194,8 +139,8 @@ func TestFailoverDuringABurst(t *testing.T) {
 			Signer: &csr.Signer{CA: env.Cluster.CA()},
 		}
 	}
-	le := func(id string) csr.LeaderElection {
-		return csr.LeaderElection{Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
+	le := func(id string) leader.Election {
+		return leader.Election{Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
 	}
 	firstCtx, killFirst := context.WithCancel(ctx)
 	defer killFirst()
@@ -219,14 +164,14 @@ func TestFailoverDuringABurst(t *testing.T) {
 	names := make([]string, burst)
 	for i := range burst {
 		names[i] = "burst-" + string(rune('a'+i/10)) + string(rune('0'+i%10))
-		create(t, kubelet, names[i], csr.SignerKubeletServing, request(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+		testenv.CreateCSR(t, kubelet, names[i], csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
 		if i == burst/3 {
 			killFirst()
 			<-firstDone
 		}
 	}
 	for _, n := range names {
-		c := settled(t, env.Client, n)
+		c := testenv.Settled(t, env.Client, n)
 		if len(c.Status.Certificate) == 0 {
 			t.Errorf("%s not issued: %+v", n, c.Status.Conditions)
 		}

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/process"
@@ -28,6 +31,7 @@ type Cluster struct {
 	ns   netns.NS // zero in loopback mode
 
 	apiListen netip.AddrPort // where kube-apiserver binds
+	webhook   netip.AddrPort // where the token webhook listens (Options.TokenWebhook)
 	etcdPorts [2]int         // client, peer (inside the namespace, or on the host's loopback)
 	endpoint  string         // API URL as the host sees it
 
@@ -109,6 +113,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.step("starting etcd", func() error { return c.startEtcd(ctx) }); err != nil {
 		return c, err
 	}
+	if c.opts.TokenWebhook {
+		c.opts.TokenWebhookConfigFile = filepath.Join(opts.StateDir, "token-webhook.kubeconfig")
+		caPEM, err := os.ReadFile(c.pki.CA.Cert)
+		if err != nil {
+			return c, err
+		}
+		if err := WriteWebhookConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM); err != nil {
+			return c, err
+		}
+	}
 	if err := c.step("starting kube-apiserver", func() error { return c.StartAPIServer(ctx) }); err != nil {
 		return c, err
 	}
@@ -141,10 +155,12 @@ func (c *Cluster) logDir() string { return filepath.Join(c.opts.StateDir, "logs"
 
 func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if c.opts.Network == NetworkLoopback {
-		ports, err := freePorts(3)
+		ports, err := freePorts(4)
 		if err != nil {
 			return err
 		}
+		//nolint:gosec // G115: the kernel's ports fit.
+		c.webhook = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(ports[3]))
 		apiPort := ports[2]
 		if c.opts.APIPort != 0 {
 			apiPort = c.opts.APIPort
@@ -178,6 +194,7 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	// The namespace has a loopback of its own, so fixed ports cannot collide.
 	c.etcdPorts = [2]int{2379, 2380}
 	c.apiListen = netip.AddrPortFrom(c.opts.BridgeAddr(), apiserverPort)
+	c.webhook = netip.AddrPortFrom(c.opts.BridgeAddr(), tokenWebhookPort)
 
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.opts.APIPort)))
@@ -193,6 +210,38 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			c.fail(fmt.Errorf("forwarding the API port: %w", err))
 		}
 	}()
+	return nil
+}
+
+// ListenTokenWebhook opens the listener kube-apiserver's token webhook configuration
+// points at: inside the cluster namespace when there is one. Options.TokenWebhook must
+// be set.
+func (c *Cluster) ListenTokenWebhook() (net.Listener, error) {
+	if !c.opts.TokenWebhook {
+		return nil, fmt.Errorf("cluster %s was started without a token webhook", c.opts.Name)
+	}
+	if c.ns.Name != "" {
+		return c.ns.Listen("tcp", c.webhook.String())
+	}
+	var lc net.ListenConfig
+	return lc.Listen(context.Background(), "tcp", c.webhook.String())
+}
+
+// WriteWebhookConfig writes the kubeconfig-format file that points kube-apiserver's token
+// webhook (--authentication-token-webhook-config-file) at url, trusting caPEM.
+func WriteWebhookConfig(path, url string, caPEM []byte) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "kube-apiserver"}
+	cfg.CurrentContext = "webhook"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing token webhook configuration: %w", err)
+	}
 	return nil
 }
 

@@ -36,6 +36,8 @@ const (
 	// apiserverPort is the API server's port inside the cluster namespace; the host sees
 	// it through the forwarded loopback port instead.
 	apiserverPort = 6443
+	// tokenWebhookPort is the token webhook's port inside the cluster namespace.
+	tokenWebhookPort = 21362
 )
 
 var (
@@ -72,6 +74,10 @@ type Options struct {
 	// TokenWebhookConfigFile, when set, is passed to kube-apiserver as
 	// --authentication-token-webhook-config-file (a kubeconfig-format file).
 	TokenWebhookConfigFile string
+	// TokenWebhook makes kube-apiserver send bearer tokens it does not know itself to a
+	// webhook that the caller serves on Cluster.ListenTokenWebhook, with a serving
+	// certificate from the cluster CA (PKI().TokenWebhook).
+	TokenWebhook bool
 	// UnsafeNoFsync makes etcd skip fsync: faster, and fine for throw-away test clusters.
 	UnsafeNoFsync bool
 	// ReadyTimeout bounds the wait for each daemon to become ready. Default 2 minutes.
@@ -133,6 +139,9 @@ func (o *Options) validate() error {
 	}
 	if o.NodeCIDR.Overlaps(o.ServiceCIDR) {
 		return fmt.Errorf("node CIDR %s overlaps service CIDR %s", o.NodeCIDR, o.ServiceCIDR)
+	}
+	if o.TokenWebhook && o.TokenWebhookConfigFile != "" {
+		return fmt.Errorf("cluster %s: give a token webhook configuration file or let the cluster serve one, not both", o.Name)
 	}
 	if o.APIPort < 0 || o.APIPort > 65535 {
 		return fmt.Errorf("API port %d out of range", o.APIPort)

@@ -27,6 +27,7 @@ type PKI struct {
 	APIServerEtcd        certFiles // kube-apiserver's client certificate towards etcd
 	Etcd                 certFiles // etcd's serving and peer certificate
 	Admin                certFiles // cluster administrator, group system:masters
+	TokenWebhook         certFiles // serving certificate of the token webhook (Options.TokenWebhook)
 	ServiceAccountKey    string
 	ServiceAccountPublic string
 }
@@ -43,6 +44,7 @@ func newPKIPaths(dir string) PKI {
 		APIServerEtcd:        pair("apiserver-etcd-client"),
 		Etcd:                 pair("etcd-server"),
 		Admin:                pair("admin"),
+		TokenWebhook:         pair("token-webhook"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
 		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
 	}
@@ -81,6 +83,12 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		{p.APIServerEtcd, pki.Request{CommonName: "kube-apiserver-etcd-client", Usage: pki.ClientAuth}},
 		{p.Etcd, pki.Request{CommonName: "etcd", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth | pki.ClientAuth}},
 		{p.Admin, pki.Request{CommonName: "nodejoin-admin", Organization: []string{"system:masters"}, Usage: pki.ClientAuth}},
+	}
+	if o.TokenWebhook {
+		leaves = append(leaves, struct {
+			files certFiles
+			req   pki.Request
+		}{p.TokenWebhook, pki.Request{CommonName: "nodejoin-token-webhook", IPs: []net.IP{loopback, net.IP(o.BridgeAddr().AsSlice())}, Usage: pki.ServerAuth}})
 	}
 	for _, l := range leaves {
 		l.req.Validity = leafValidity

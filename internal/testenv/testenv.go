@@ -16,8 +16,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
@@ -114,13 +112,8 @@ func (e *Env) As(t testing.TB, user string, groups ...string) kubernetes.Interfa
 // returns its path.
 func WebhookConfig(t testing.TB, url string, caPEM []byte) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "kube-apiserver"}
-	cfg.CurrentContext = "webhook"
 	path := filepath.Join(t.TempDir(), "webhook.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := localcluster.WriteWebhookConfig(path, url, caPEM); err != nil {
 		t.Fatal(err)
 	}
 	return path

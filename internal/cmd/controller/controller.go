@@ -4,6 +4,9 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,17 +15,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
+	"github.com/nodejoin/nodejoin/internal/rbac"
 )
 
 // Run runs nodejoin-controller with args.
@@ -35,49 +38,121 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 
-type runOptions struct {
-	kubeconfig               string
+// options are the flags of `run` (all of them) and `webhook` (the webhook's).
+type options struct {
+	kubeconfig string
+	inventoryOptions
+
+	// CSR approval and signing.
 	caCert, caKey            string
 	servingCACert, servingCA string
-	inventory                string
-	leaderElect, installRBAC bool
-	identity, controllerUser string
 	maxExpiration, duration  time.Duration
-	metricsAddr              string
+
+	// Webhook.
+	webhookListen, tlsCert, tlsKey string
+	clusterID, region, stsCABundle string
+	stsHosts                       []string
+
+	// Running.
+	leaderElect, installRBAC, installCRDs bool
+	leaseNamespace, identity              string
+	leaseDuration, renewDeadline, retry   time.Duration
+	controllerUser                        string
+	tokenCleanup                          time.Duration
+	metricsAddr, healthAddr               string
 }
 
 func runCommand() *cobra.Command {
-	o := &runOptions{}
+	o := &options{}
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Approve or deny kubelet CSRs and sign approved ones, until interrupted",
+		Short: "Approve, deny and sign kubelet CSRs, and serve the token webhook, until interrupted",
 		Long: "run watches CertificateSigningRequests of the two kubelet signers. A serving certificate is\n" +
 			"approved only when its requester is the node it names and every DNS name and IP in it\n" +
 			"belongs to that node's instance in the inventory; every other request for these signers is\n" +
-			"denied with the reason. Approved requests are signed from the CA.",
+			"denied with the reason. Approved requests are signed from the CA. With --webhook-listen it\n" +
+			"also serves kube-apiserver's TokenReviews (see `nodejoin-controller webhook --help`).\n" +
+			"Several replicas may run: the webhook serves on each, the CSR controller and the cleanup\n" +
+			"of expired bootstrap tokens only on the holder of the kube-system/nodejoin-controller Lease.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), true) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
+	o.commonFlags(cmd)
 	f.StringVar(&o.caCert, "ca-cert", "", "PEM certificate of the CA that signs kubelet certificates (required)")
 	f.StringVar(&o.caKey, "ca-key", "", "PEM private key of that CA (required)")
 	f.StringVar(&o.servingCACert, "serving-ca-cert", "", "a separate CA for kubelet serving certificates (optional)")
 	f.StringVar(&o.servingCA, "serving-ca-key", "", "its private key")
-	f.StringVar(&o.inventory, "inventory", "", "JSON file mapping node names to their instances' names and addresses (required)")
-	f.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the kube-system/nodejoin-controller Lease")
-	f.StringVar(&o.identity, "identity", "", "this replica's name in leader election (default: the host name)")
-	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start")
-	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege role")
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
 	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
+	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "run the CSR controller only while holding the nodejoin-controller Lease")
+	f.StringVar(&o.leaseNamespace, "leader-election-namespace", "kube-system", "namespace of the leader-election Lease")
+	f.StringVar(&o.identity, "identity", "", "this replica's name in leader election (default: the host name)")
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease holds before another replica may take it after the leader stops renewing")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
+	f.DurationVar(&o.retry, "leader-election-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
+	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start (needs RBAC rights the deployed controller does not have)")
+	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition at start")
+	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege roles (with --install-rbac)")
+	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 10*time.Minute, "how often expired bootstrap tokens are deleted (0: never)")
+	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR (default: off)")
 	return cmd
 }
 
-// clientFor connects to the cluster of a kubeconfig file, or $KUBECONFIG, or the
-// in-cluster configuration, in that order.
-func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+func webhookCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Serve the TokenReview webhook that authenticates kubelets' identity tokens, until interrupted",
+		Long: "webhook answers kube-apiserver's TokenReviews (--authentication-token-webhook-config-file\n" +
+			"pointing at https://ADDR/authenticate). A token is accepted when its form is right, STS\n" +
+			"verifies it for this cluster, its role has a NodeAccessEntry or an aws-auth mapping, and the\n" +
+			"instance it names is running with that role.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), false) },
+	}
+	o.commonFlags(cmd)
+	cmd.Flags().StringVar(&o.webhookListen, "listen", ":21362", "address to serve HTTPS on")
+	return cmd
+}
+
+// commonFlags are the flags of both commands.
+func (o *options) commonFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
+	o.inventoryOptions.flags(f)
+	f.StringVar(&o.tlsCert, "tls-cert", "", "the webhook's serving certificate (PEM)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the webhook's serving key (PEM)")
+	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to")
+	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
+	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
+	f.StringVar(&o.stsCABundle, "sts-ca-bundle", "", "PEM CAs to trust for STS (default: the system's)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
+}
+
+func (o *options) validate(signing bool) error {
+	webhook := o.webhookListen != ""
+	switch {
+	case signing && (o.caCert == "" || o.caKey == ""):
+		return errors.New("--ca-cert and --ca-key are required: the CA that signs kubelet certificates")
+	case webhook && (o.tlsCert == "" || o.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key are required: kube-apiserver calls the webhook over HTTPS")
+	case webhook && o.clusterID == "":
+		return errors.New("--cluster-id is required: tokens are bound to one cluster")
+	}
+	if err := o.inventoryOptions.validate(); err != nil {
+		return err
+	}
+	if webhook && len(o.stsHosts) == 0 && o.region == "" {
+		return errors.New("give --region or --sts-host: the STS hosts tokens may point at")
+	}
+	return nil
+}
+
+// restConfig reads a kubeconfig file, or $KUBECONFIG, or the in-cluster configuration,
+// in that order.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
@@ -91,77 +166,134 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster configuration: %w", err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	return cfg, nil
 }
 
-func (o *runOptions) run(ctx context.Context, logOut io.Writer) error {
-	if o.caCert == "" || o.caKey == "" {
-		return fmt.Errorf("--ca-cert and --ca-key are required: the CA that signs kubelet certificates")
-	}
-	if o.inventory == "" {
-		return fmt.Errorf("--inventory is required: without it no serving certificate's addresses can be verified")
-	}
+func (o *options) signer() (*csr.Signer, error) {
 	ca, err := pki.LoadCA(o.caCert, o.caKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	signer := &csr.Signer{CA: ca, Duration: o.duration, MaxDuration: o.maxExpiration}
+	s := &csr.Signer{CA: ca, Duration: o.duration, MaxDuration: o.maxExpiration}
 	if o.servingCACert != "" {
-		if signer.ServingCA, err = pki.LoadCA(o.servingCACert, o.servingCA); err != nil {
-			return err
+		if s.ServingCA, err = pki.LoadCA(o.servingCACert, o.servingCA); err != nil {
+			return nil, err
 		}
 	}
-	client, err := clientFor(o.kubeconfig)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(logOut, nil))
-	if o.installRBAC {
-		if err := csr.EnsureRBAC(ctx, client, o.controllerUser); err != nil {
-			return fmt.Errorf("installing RBAC: %w", err)
-		}
-	}
-	reg := prometheus.NewRegistry()
-	if o.metricsAddr != "" {
-		if err := serveMetrics(ctx, o.metricsAddr, reg, log); err != nil {
-			return err
-		}
-	}
-	c := &csr.Controller{
-		Metrics: csr.NewMetrics(reg),
-		Client:  client,
-		Policy:  &csr.Policy{Inventory: &inventory.File{Path: o.inventory}, Review: csr.NewAccessReview(client), MaxExpiration: o.maxExpiration},
-		Signer:  signer,
-		Log:     log,
-	}
-	log.Info("starting", "leaderElection", o.leaderElect)
-	if !o.leaderElect {
-		return c.Start(ctx)
-	}
-	id := o.identity
-	if id == "" {
-		if id, err = os.Hostname(); err != nil {
-			return fmt.Errorf("choosing a leader-election identity (give --identity): %w", err)
-		}
-	}
-	return c.RunElected(ctx, csr.LeaderElection{Identity: id})
+	return s, nil
 }
 
-// serveMetrics serves reg at http://addr/metrics until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+func (o *options) verifier() (*authn.Verifier, error) {
+	hosts := o.stsHosts
+	if len(hosts) == 0 {
+		hosts = []string{"sts." + o.region + ".amazonaws.com", "sts.amazonaws.com"}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.stsCABundle != "" {
+		pem, err := os.ReadFile(o.stsCABundle)
+		if err != nil {
+			return nil, fmt.Errorf("--sts-ca-bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--sts-ca-bundle %s holds no PEM certificate", o.stsCABundle)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &authn.Verifier{ClusterID: o.clusterID, STSHosts: hosts, HTTP: hc}, nil
+}
+
+// listen opens a TCP listener, or none for an empty address.
+func listen(ctx context.Context, addr, what string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics: listening on %s: %w", addr, err)
+		return nil, fmt.Errorf("%s: listening on %s: %w", what, addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := cli.Serve(ctx, srv, l); err != nil {
-			log.Error("serving metrics failed", "err", err)
+	return l, nil
+}
+
+// run runs the manager; signing says whether this is `run` (CSR controller on) or
+// `webhook` (webhook alone).
+func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error {
+	if !signing && o.webhookListen == "" {
+		return errors.New("--listen is required")
+	}
+	if err := o.validate(signing); err != nil {
+		return err
+	}
+	cfg := manager.Config{
+		Log:                  slog.New(slog.NewTextHandler(logOut, nil)),
+		MaxExpiration:        o.maxExpiration,
+		InstallRBAC:          signing && o.installRBAC,
+		InstallCRDs:          signing && o.installCRDs,
+		TokenCleanupInterval: -1,
+	}
+	var err error
+	if cfg.REST, err = restConfig(o.kubeconfig); err != nil {
+		return err
+	}
+	inv, err := o.inventoryOptions.open(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.Nodes, cfg.Instances = inv, inv
+	if signing {
+		if cfg.Signer, err = o.signer(); err != nil {
+			return err
 		}
-	}()
-	log.Info("serving metrics", "address", l.Addr().String())
-	return nil
+		if o.tokenCleanup > 0 {
+			cfg.TokenCleanupInterval = o.tokenCleanup
+		}
+		if o.controllerUser != "" {
+			u := rbac.User(o.controllerUser)
+			cfg.Controller = &u
+		}
+		if o.leaderElect {
+			id := o.identity
+			if id == "" {
+				if id, err = os.Hostname(); err != nil {
+					return fmt.Errorf("choosing a leader-election identity (give --identity): %w", err)
+				}
+			}
+			if !(o.retry > 0 && o.retry < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
+				return fmt.Errorf("leader election: want 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retry, o.renewDeadline, o.leaseDuration)
+			}
+			cfg.Election = &leader.Election{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
+				LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retry}
+		}
+	}
+	if o.webhookListen != "" {
+		if cfg.Verifier, err = o.verifier(); err != nil {
+			return err
+		}
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("loading the webhook's serving certificate: %w", err)
+		}
+		cfg.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	closeAll := func(ls ...net.Listener) {
+		for _, l := range ls {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}
+	if cfg.WebhookListener, err = listen(ctx, o.webhookListen, "webhook"); err != nil {
+		return err
+	}
+	if cfg.MetricsListener, err = listen(ctx, o.metricsAddr, "metrics"); err != nil {
+		closeAll(cfg.WebhookListener)
+		return err
+	}
+	if cfg.HealthListener, err = listen(ctx, o.healthAddr, "health"); err != nil {
+		closeAll(cfg.WebhookListener, cfg.MetricsListener)
+		return err
+	}
+	return manager.Run(ctx, cfg)
 }

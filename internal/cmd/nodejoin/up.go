@@ -72,6 +72,8 @@ func (o *upOptions) clusterOptions(dir string, progress io.Writer) (localcluster
 		NodeCIDR: cidr,
 		APIPort:  o.apiPort,
 		Progress: progress,
+		// nodejoin-controller, run by this process, authenticates node tokens.
+		TokenWebhook: true,
 	}, nil
 }
 
@@ -107,7 +109,7 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 	}
 	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
 	ctx := cmd.Context()
-	c, err := localcluster.Start(ctx, opts)
+	c, cp, err := startAll(ctx, opts)
 	if err != nil {
 		return o.startFailed(ctx, dir, err)
 	}
@@ -119,17 +121,38 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 		fmt.Fprintf(stderr, "Stopping cluster %s\n", o.name)
 	case runErr = <-c.Failed():
 		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
+	case <-cp.Finished():
+		runErr = cp.Err()
+		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
 	}
-	return errors.Join(runErr, teardown(c))
+	return errors.Join(runErr, teardown(c, cp))
+}
+
+// startAll starts the control plane, then nodejoin-controller in this process. On
+// failure it stops what it started.
+func startAll(ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, *controlPlane, error) {
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, err := startControlPlane(ctx, c, opts.Progress)
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
+	}
+	return c, cp, nil
+}
+
+// stopAll stops what startAll started.
+func stopAll(c *localcluster.Cluster, cp *controlPlane) error {
+	return errors.Join(cp.Stop(), c.Stop(context.Background()))
 }
 
 // teardown stops a cluster this process runs and removes its state directory.
-func teardown(c *localcluster.Cluster) error {
-	ctx := context.Background()
-	if err := c.Stop(ctx); err != nil {
+func teardown(c *localcluster.Cluster, cp *controlPlane) error {
+	if err := stopAll(c, cp); err != nil {
 		return err
 	}
-	return localcluster.Destroy(ctx, c.StateDir())
+	return localcluster.Destroy(context.Background(), c.StateDir())
 }
 
 // startFailed removes what a failed start left, but keeps the logs' content in the error.
@@ -258,7 +281,7 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		return err
 	}
 	opts.Log = log
-	c, err := localcluster.Start(ctx, opts)
+	c, cp, err := startAll(ctx, opts)
 	if err != nil {
 		err = o.startFailed(ctx, dir, err)
 		fmt.Fprintf(ready, "error: %v\n", err)
@@ -274,8 +297,11 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		log.Info("stopping cluster", "name", o.name)
 	case runErr = <-c.Failed():
 		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
+	case <-cp.Finished():
+		runErr = cp.Err()
+		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
 	}
-	if err := c.Stop(context.Background()); err != nil {
+	if err := stopAll(c, cp); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
 	// `nodejoin down` removes the state directory once this process has exited; on a

@@ -1,0 +1,90 @@
+package v1alpha1
+
+import (
+	_ "embed" // the CRD manifest
+	"fmt"
+	"regexp"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// NodeAccessEntryKind is the kind of NodeAccessEntry.
+const NodeAccessEntryKind = "NodeAccessEntry"
+
+// NodeAccessEntryResource is the resource of NodeAccessEntry objects.
+var NodeAccessEntryResource = schema.GroupVersionResource{Group: GroupName, Version: Version, Resource: "nodeaccessentries"}
+
+// NodeAccessEntryCRD is the CustomResourceDefinition of NodeAccessEntry, as installed by
+// nodejoin-controller --install-crds and shipped in deploy/crds/.
+//
+//go:embed crds/nodejoin.io_nodeaccessentries.yaml
+var NodeAccessEntryCRD []byte
+
+// AccessEntryType says what kind of principal an entry admits. Only node types exist:
+// a NodeAccessEntry never grants anything but a node's identity.
+type AccessEntryType string
+
+// The entry types, named as EKS access entries name them.
+const (
+	AccessEntryEC2Linux   AccessEntryType = "EC2_LINUX"
+	AccessEntryEC2Windows AccessEntryType = "EC2_WINDOWS"
+)
+
+// The identity a node entry maps to, as EKS maps EC2_LINUX and EC2_WINDOWS entries.
+const (
+	NodeUsernameTemplate = "system:node:{{EC2PrivateDNSName}}"
+)
+
+// NodeGroups are the groups a node entry grants.
+var NodeGroups = []string{"system:bootstrappers", "system:nodes"}
+
+// NodeAccessEntry admits the instances that carry one IAM role as nodes: a token of
+// that role whose session is a running instance with the role maps to
+// system:node:<the instance's private DNS name>, in groups system:bootstrappers and
+// system:nodes. It is the nodejoin counterpart of an EKS access entry of type EC2_LINUX
+// and takes precedence over an aws-auth mapping of the same role.
+type NodeAccessEntry struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              NodeAccessEntrySpec `json:"spec"`
+}
+
+// NodeAccessEntrySpec names the role.
+type NodeAccessEntrySpec struct {
+	// PrincipalARN is the IAM role's ARN, arn:aws:iam::<account>:role/[<path>/]<name>.
+	// A path is matched without it, as the STS caller's assumed-role ARN carries none.
+	PrincipalARN string `json:"principalARN"`
+	// Type is EC2_LINUX (the default) or EC2_WINDOWS; both map to the node identity.
+	Type AccessEntryType `json:"type,omitempty"`
+}
+
+var roleARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$`)
+
+// Validate checks the entry.
+func (e *NodeAccessEntry) Validate() field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if !roleARNRE.MatchString(e.Spec.PrincipalARN) {
+		errs = append(errs, field.Invalid(spec.Child("principalARN"), e.Spec.PrincipalARN,
+			"want an IAM role ARN, arn:aws:iam::<12-digit account>:role/<name>: node entries admit instance roles only"))
+	}
+	switch e.Spec.Type {
+	case "", AccessEntryEC2Linux, AccessEntryEC2Windows:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("type"), e.Spec.Type, []AccessEntryType{AccessEntryEC2Linux, AccessEntryEC2Windows}))
+	}
+	return errs
+}
+
+// CanonicalRoleARN is the entry's role ARN without its path, the form the STS caller's
+// identity is compared in.
+func (e *NodeAccessEntry) CanonicalRoleARN() (string, error) {
+	if errs := e.Validate(); len(errs) > 0 {
+		return "", fmt.Errorf("NodeAccessEntry %s: %w", e.Name, errs.ToAggregate())
+	}
+	prefix, rest, _ := strings.Cut(e.Spec.PrincipalARN, ":role/")
+	return prefix + ":role/" + rest[strings.LastIndex(rest, "/")+1:], nil
+}

@@ -1,0 +1,66 @@
+package authn
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+// EntryMappings turns NodeAccessEntries into role mappings. An entry that does not
+// validate is skipped and reported through invalid, so that one bad entry does not lock
+// every node out; it admits nobody.
+func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(name string, err error)) []RoleMapping {
+	sorted := append([]*nodejoinv1alpha1.NodeAccessEntry(nil), entries...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	var out []RoleMapping
+	for _, e := range sorted {
+		arn, err := e.CanonicalRoleARN()
+		if err != nil {
+			if invalid != nil {
+				invalid(e.Name, err)
+			}
+			continue
+		}
+		out = append(out, RoleMapping{
+			RoleARN:  arn,
+			Username: nodejoinv1alpha1.NodeUsernameTemplate,
+			Groups:   append([]string(nil), nodejoinv1alpha1.NodeGroups...),
+			Source:   "NodeAccessEntry " + e.Name,
+		})
+	}
+	return out
+}
+
+// Combine returns the mappings of access entries and of aws-auth together. As with EKS's
+// API_AND_CONFIG_MAP mode, an access entry wins over an aws-auth mapping of the same role.
+// Either source may be nil.
+func Combine(entries, awsAuth func(ctx context.Context) ([]RoleMapping, error)) func(ctx context.Context) ([]RoleMapping, error) {
+	return func(ctx context.Context) ([]RoleMapping, error) {
+		var fromEntries, fromConfigMap []RoleMapping
+		var err error
+		if entries != nil {
+			if fromEntries, err = entries(ctx); err != nil {
+				return nil, fmt.Errorf("reading NodeAccessEntries: %w", err)
+			}
+		}
+		if awsAuth != nil {
+			if fromConfigMap, err = awsAuth(ctx); err != nil {
+				return nil, fmt.Errorf("reading aws-auth: %w", err)
+			}
+		}
+		covered := map[string]bool{}
+		for _, m := range fromEntries {
+			covered[strings.ToLower(m.RoleARN)] = true
+		}
+		out := fromEntries
+		for _, m := range fromConfigMap {
+			if !covered[strings.ToLower(m.RoleARN)] {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+}

@@ -1,0 +1,96 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+type instanceMap map[string]*Instance
+
+func (m instanceMap) Instance(_ context.Context, id string) (*Instance, error) {
+	if i, ok := m[id]; ok {
+		return i, nil
+	}
+	return nil, ErrNoInstance
+}
+
+func entry(name, arn string) *nodejoinv1alpha1.NodeAccessEntry {
+	return &nodejoinv1alpha1.NodeAccessEntry{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nodejoinv1alpha1.NodeAccessEntrySpec{PrincipalARN: arn}}
+}
+
+func caller(role, session string) *Caller {
+	return &Caller{
+		Account: "111122223333", Role: role, SessionName: session, UserID: "AROAEXAMPLE",
+		ARN:          "arn:aws:sts::111122223333:assumed-role/" + role + "/" + session,
+		CanonicalARN: "arn:aws:iam::111122223333:role/" + role,
+	}
+}
+
+// A token of a role with a NodeAccessEntry maps to the node its running instance is;
+// the entry wins over aws-auth; an invalid entry admits nobody but locks nobody else out.
+func TestAccessEntryMapping(t *testing.T) {
+	var invalid []string
+	entries := EntryMappings([]*nodejoinv1alpha1.NodeAccessEntry{
+		entry("workers", "arn:aws:iam::111122223333:role/eks/workers"),
+		entry("broken", "arn:aws:iam::111122223333:user/alice"),
+	}, func(name string, _ error) { invalid = append(invalid, name) })
+	if !slices.Equal(invalid, []string{"broken"}) {
+		t.Errorf("invalid entries reported: %v", invalid)
+	}
+	awsAuth := AWSAuth{Get: func(context.Context) (*corev1.ConfigMap, error) {
+		return &corev1.ConfigMap{Data: map[string]string{"mapRoles": `
+- rolearn: arn:aws:iam::111122223333:role/workers
+  username: admin-{{SessionName}}
+  groups: [system:authenticated]
+- rolearn: arn:aws:iam::111122223333:role/legacy
+  username: system:node:{{EC2PrivateDNSName}}
+  groups: [system:bootstrappers, system:nodes]
+`}}, nil
+	}}.Mappings
+	mappings, err := Combine(func(context.Context) ([]RoleMapping, error) { return entries, nil }, awsAuth)(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	instances := instanceMap{
+		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
+		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
+	}
+	u, err := Map(t.Context(), caller("workers", "i-0aaaaaaaaaaaaaaaa"), mappings, instances)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Username != "system:node:ip-198-18-0-11.local.internal" || !slices.Equal(u.Groups, []string{"system:bootstrappers", "system:nodes"}) || u.Mapping != "NodeAccessEntry workers" {
+		t.Errorf("workers token mapped to %+v; want the node, through the access entry rather than aws-auth", u)
+	}
+	u, err = Map(t.Context(), caller("legacy", "i-0bbbbbbbbbbbbbbbb"), mappings, instances)
+	if err != nil || u.Username != "system:node:ip-198-18-0-12.local.internal" || u.Mapping != "aws-auth mapRoles[1]" {
+		t.Errorf("legacy token: %+v, %v; want the node through aws-auth", u, err)
+	}
+	// The access entry admits the role's own instances only.
+	_, err = Map(t.Context(), caller("workers", "i-0bbbbbbbbbbbbbbbb"), mappings, instances)
+	if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), `instance i-0bbbbbbbbbbbbbbbb has role "legacy", not the token's role "workers"`) {
+		t.Errorf("session naming another role's instance: %v", err)
+	}
+	_, err = Map(t.Context(), caller("alice", "i-0aaaaaaaaaaaaaaaa"), mappings, instances)
+	if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "has no access entry or aws-auth mapping") {
+		t.Errorf("unmapped role: %v", err)
+	}
+}
+
+func TestCombineReportsSourceErrors(t *testing.T) {
+	failing := func(context.Context) ([]RoleMapping, error) { return nil, errors.New("boom") }
+	if _, err := Combine(failing, nil)(t.Context()); err == nil || !strings.Contains(err.Error(), "reading NodeAccessEntries: boom") {
+		t.Errorf("entries failing: %v", err)
+	}
+	if _, err := Combine(nil, failing)(t.Context()); err == nil || !strings.Contains(err.Error(), "reading aws-auth: boom") {
+		t.Errorf("aws-auth failing: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package localcloud
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/pki"
+)
+
+// Cloud is one local AWS account: STS (over HTTPS, as token verifiers insist on), EC2
+// and IAM, each served on a loopback port of the host, for the code of this process —
+// nodejoin-controller in `nodejoin up` — to call through aws-sdk-go-v2.
+type Cloud struct {
+	AccountID string
+	STS       *STS
+	EC2       *EC2
+	IAM       *IAM
+	// STSURL, EC2URL and IAMURL are the endpoints.
+	STSURL, EC2URL, IAMURL string
+	// STSRoots trusts STS's serving certificate.
+	STSRoots *x509.CertPool
+
+	done chan error
+}
+
+// StartCloud serves the account's endpoints on loopback until ctx ends; Wait reports
+// how they ended. ca signs STS's serving certificate.
+func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Logger) (*Cloud, error) {
+	c := &Cloud{AccountID: accountID, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, 3)}
+	c.IAM = NewIAM(accountID, c.EC2)
+	kp, err := ca.Issue(pki.Request{CommonName: "local-sts", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, Validity: 365 * 24 * time.Hour})
+	if err != nil {
+		return nil, err
+	}
+	c.STSRoots = x509.NewCertPool()
+	c.STSRoots.AddCert(ca.Cert)
+	stsTLS := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{kp.Cert.Raw}, PrivateKey: kp.Key, Leaf: kp.Cert}}, MinVersion: tls.VersionTLS12}
+	var listeners []net.Listener
+	for _, ep := range []struct {
+		url     *string
+		handler http.Handler
+		tls     *tls.Config
+	}{{&c.STSURL, c.STS, stsTLS}, {&c.EC2URL, c.EC2, nil}, {&c.IAMURL, c.IAM, nil}} {
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("local cloud: %w", err)
+		}
+		listeners = append(listeners, l)
+		scheme := "http://"
+		if ep.tls != nil {
+			scheme = "https://"
+		}
+		*ep.url = scheme + l.Addr().String()
+		srv := &http.Server{Handler: ep.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: ep.tls,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { c.done <- cli.Serve(ctx, srv, l) }()
+	}
+	return c, nil
+}
+
+// Wait returns once every endpoint has stopped, with their errors.
+func (c *Cloud) Wait() error {
+	var errs []error
+	for range 3 {
+		errs = append(errs, <-c.done)
+	}
+	return errors.Join(errs...)
+}
+
+// ControllerConfig is the SDK configuration of the account's own control plane: static
+// credentials (the emulators ask for a SigV4 signature, not for whose) and the region.
+func (c *Cloud) ControllerConfig(region string) aws.Config {
+	return aws.Config{
+		Region: region,
+		//nolint:gosec // G101: the local emulators check that requests are signed, not by whom; this key opens nothing.
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDLOCALCONTROLLER0", "local-controller-secret", ""),
+	}
+}
+
+// STSHTTPClient calls STS trusting its certificate and following no redirect, as a
+// token verifier must.
+func (c *Cloud) STSHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: c.STSRoots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}

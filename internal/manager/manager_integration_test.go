@@ -1,0 +1,258 @@
+package manager_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/identity"
+	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/rbac"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const (
+	account = "111122223333"
+	nodeA   = "ip-198-18-0-11.local.internal"
+	nodeB   = "ip-198-18-0-12.local.internal"
+	idA     = "i-0aaaaaaaaaaaaaaaa"
+	idB     = "i-0bbbbbbbbbbbbbbbb"
+)
+
+// The whole controller as deployed: it runs as a user that holds only nodejoin's
+// controller roles, behind the real kube-apiserver's token webhook configuration.
+// A NodeAccessEntry admits its role's instances as nodes; the same role without an
+// entry, or a session naming another role's instance, is refused; the leader approves
+// and signs a serving CSR and deletes an expired bootstrap token.
+func TestManagerAsDeployed(t *testing.T) {
+	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhook = true })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	admin := env.Client
+	const controllerUser = "nodejoin-test-controller"
+	subject := rbac.User(controllerUser)
+	// What deploy/ installs, applied by the administrator.
+	if err := rbac.Ensure(ctx, admin, &subject); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+		t.Fatal(err)
+	}
+	// Twice: idempotent.
+	if err := manager.EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+		t.Fatalf("second EnsureCRD: %v", err)
+	}
+
+	sts := localcloud.NewSTS(account)
+	stsSrv := httptest.NewTLSServer(sts)
+	defer stsSrv.Close()
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.json")
+	if err := os.WriteFile(inv, []byte(`{
+ "`+nodeA+`": {"id": "`+idA+`", "state": "running", "role": "workers", "privateDnsName": "`+nodeA+`", "dnsNames": ["`+nodeA+`"], "ips": ["198.18.0.11"]},
+ "`+nodeB+`": {"id": "`+idB+`", "state": "running", "role": "batch", "privateDnsName": "`+nodeB+`", "dnsNames": ["`+nodeB+`"], "ips": ["198.18.0.12"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := env.Cluster.PKI()
+	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := env.Cluster.ListenTokenWebhook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hl net.ListenConfig
+	health, err := hl.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asController := rest.CopyConfig(env.Config)
+	asController.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
+	files := &inventory.File{Path: inv}
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- manager.Run(ctx, manager.Config{
+			REST:            asController,
+			Log:             slog.New(slog.NewTextHandler(&logs, nil)),
+			Signer:          &csr.Signer{CA: env.Cluster.CA()},
+			Nodes:           files,
+			Instances:       files,
+			WebhookListener: wl,
+			WebhookTLS:      &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			Verifier: &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(stsSrv.URL, "https://")},
+				HTTP: &http.Client{Transport: stsSrv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}},
+			Election:             &leader.Election{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
+			TokenCleanupInterval: 200 * time.Millisecond,
+			HealthListener:       health,
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v\n%s", err, logs.String())
+		}
+	}()
+
+	// Ready once NodeAccessEntries are loaded.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := http.Get("http://" + health.Addr().String() + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("never ready: %v\n%s", err, logs.String())
+	}
+
+	tokenOf := func(instanceID, role, cluster string) string {
+		t.Helper()
+		creds, err := sts.InstanceCredentials(instanceID, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, _, err := identity.Mint(ctx, aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(stsSrv.URL), HTTPClient: stsSrv.Client(),
+			Credentials: credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, creds.Token)}, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	// whoami asks the API server who a token is; nil when it is refused.
+	whoami := func(token string) *authenticationv1.UserInfo {
+		t.Helper()
+		c, err := kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAFile: env.Cluster.CAFile()}, BearerToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if apierrors.IsUnauthorized(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &r.Status.UserInfo
+	}
+
+	tokenA := tokenOf(idA, "workers", "demo")
+	if u := whoami(tokenA); u != nil {
+		t.Fatalf("a role without an access entry authenticated as %+v", u)
+	}
+	if !strings.Contains(logs.String(), "role arn:aws:iam::111122223333:role/workers has no access entry or aws-auth mapping") {
+		t.Errorf("the denial's reason is not in the log:\n%s", logs.String())
+	}
+	entries := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource)
+	for name, arn := range map[string]string{"workers": "arn:aws:iam::111122223333:role/nodes/workers", "batch": "arn:aws:iam::111122223333:role/batch"} {
+		if _, err := entries.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": nodejoinv1alpha1.APIVersion, "kind": nodejoinv1alpha1.NodeAccessEntryKind,
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"principalARN": arn},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The CRD's schema refuses what the controller would ignore.
+	if _, err := entries.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": nodejoinv1alpha1.APIVersion, "kind": nodejoinv1alpha1.NodeAccessEntryKind,
+		"metadata": map[string]any{"name": "user"}, "spec": map[string]any{"principalARN": "arn:aws:iam::111122223333:user/alice"},
+	}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("a user ARN in a NodeAccessEntry: %v, want Invalid", err)
+	}
+	// kube-apiserver caches a refusal briefly; a fresh token is a fresh review.
+	var userA *authenticationv1.UserInfo
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		userA = whoami(tokenOf(idA, "workers", "demo"))
+		return userA != nil, nil
+	}); err != nil {
+		t.Fatalf("the access entry never admitted the node: %v\n%s", err, logs.String())
+	}
+	if userA.Username != "system:node:"+nodeA || strings.Join(userA.Groups, ",") != "system:bootstrappers,system:nodes,system:authenticated" {
+		t.Errorf("node A authenticated as %+v", userA)
+	}
+	for what, token := range map[string]string{
+		"session naming an instance of another role": tokenOf(idB, "workers", "demo"),
+		"token bound to another cluster":             tokenOf(idA, "workers", "other"),
+		"forged token":                               "k8s-aws-v1." + strings.Repeat("A", 200),
+	} {
+		if u := whoami(token); u != nil {
+			t.Errorf("%s authenticated as %+v", what, u)
+		}
+	}
+	if strings.Contains(logs.String(), tokenA[12:60]) {
+		t.Error("a token reached the log")
+	}
+
+	// The leader approves and signs a serving CSR of node A, as the least-privileged user.
+	kubelet := env.As(t, "system:node:"+nodeA, "system:nodes")
+	testenv.CreateCSR(t, kubelet, "serving-a", certificatesv1.KubeletServingSignerName, testenv.CSR(t, "system:node:"+nodeA, []string{nodeA}, "198.18.0.11"), testenv.ServingUsages...)
+	// An expired bootstrap token of a node group is deleted by the leader.
+	if _, err := bootstraptoken.Mint(ctx, admin, "workers", time.Second, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "serving-a", metav1.GetOptions{})
+		if err != nil || len(c.Status.Certificate) == 0 {
+			return false, nil
+		}
+		secrets, err := admin.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: bootstraptoken.NodeGroupKey})
+		return err == nil && len(secrets.Items) == 0, nil
+	}); err != nil {
+		t.Fatalf("the serving CSR was not issued or the expired token not deleted: %v\n%s", err, logs.String())
+	}
+	if strings.Contains(logs.String(), "forbidden") {
+		t.Errorf("the controller's roles lack a permission:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,207 @@
+// Package rbac holds the roles and bindings node joining needs, installs them
+// idempotently, and renders them for deploy/rbac.yaml.
+package rbac
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+// Object names nodejoin owns.
+const (
+	NodeBootstrapperRole = "nodejoin:node-bootstrapper"
+	ControllerRole       = "nodejoin:controller"
+	// LeaseName is the leader-election Lease in kube-system.
+	LeaseName = "nodejoin-controller"
+)
+
+// ServiceAccount is the controller's identity when deployed from deploy/.
+var ServiceAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "nodejoin-system", Name: "nodejoin-controller"}
+
+// User returns a subject for a user name (the controller's, when it runs with a
+// certificate rather than as a service account).
+func User(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+func group(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// Objects are roles and bindings.
+type Objects struct {
+	ClusterRoles        []*rbacv1.ClusterRole
+	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
+	Roles               []*rbacv1.Role
+	RoleBindings        []*rbacv1.RoleBinding
+}
+
+// For returns the roles and bindings node joining needs:
+//   - bootstrappers may create CSRs at all (upstream's system:node-bootstrapper role);
+//   - nodes and bootstrappers may create certificatesigningrequests/selfnodeserver (the
+//     equivalent of EKS's eks:node-bootstrapper), so that serving CSRs pass the review;
+//   - bootstrappers may ask for a first client certificate (nodeclient), nodes for
+//     renewals (selfnodeclient), binding upstream's roles;
+//   - the controller's own least-privilege roles, bound to controller when it is set:
+//     cluster-wide what CSRs, access entries and reviews need; in kube-system only its
+//     Lease, the aws-auth ConfigMap and bootstrap-token Secrets.
+func For(controller *rbacv1.Subject) Objects {
+	cr := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	}
+	crb := func(name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   subjects,
+		}
+	}
+	o := Objects{
+		ClusterRoles: []*rbacv1.ClusterRole{
+			cr(NodeBootstrapperRole, rbacv1.PolicyRule{
+				APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/selfnodeserver"}, Verbs: []string{"create"},
+			}),
+			cr(ControllerRole,
+				rbacv1.PolicyRule{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+				rbacv1.PolicyRule{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval", "certificatesigningrequests/status"}, Verbs: []string{"update"}},
+				rbacv1.PolicyRule{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"},
+					ResourceNames: []string{certificatesv1.KubeletServingSignerName, certificatesv1.KubeAPIServerClientKubeletSignerName}, Verbs: []string{"approve", "sign"}},
+				rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"get", "list", "watch"}},
+			),
+		},
+		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
+			crb(NodeBootstrapperRole, NodeBootstrapperRole, group("system:bootstrappers"), group("system:nodes")),
+			crb("nodejoin:kubelet-bootstrap", "system:node-bootstrapper", group("system:bootstrappers")),
+			crb("nodejoin:nodeclient", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group("system:bootstrappers")),
+			crb("nodejoin:selfnodeclient", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group("system:nodes")),
+		},
+	}
+	if controller == nil {
+		return o
+	}
+	o.ClusterRoleBindings = append(o.ClusterRoleBindings, crb(ControllerRole, ControllerRole, *controller))
+	o.Roles = []*rbacv1.Role{{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: ControllerRole},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{LeaseName}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"aws-auth"}, Verbs: []string{"get"}},
+			// Bootstrap tokens: minted per node group, expired ones deleted. Secrets
+			// cannot be limited by type, so this is kube-system's Secrets.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "create", "delete"}},
+		},
+	}}
+	o.RoleBindings = []*rbacv1.RoleBinding{{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: ControllerRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ControllerRole},
+		Subjects:   []rbacv1.Subject{*controller},
+	}}
+	return o
+}
+
+// YAML renders the objects as one multi-document manifest, in a stable order.
+func (o Objects) YAML() ([]byte, error) {
+	var docs []any
+	for _, x := range o.ClusterRoles {
+		docs = append(docs, x)
+	}
+	for _, x := range o.ClusterRoleBindings {
+		docs = append(docs, x)
+	}
+	for _, x := range o.Roles {
+		docs = append(docs, x)
+	}
+	for _, x := range o.RoleBindings {
+		docs = append(docs, x)
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# Generated by `go test ./internal/rbac -update` from internal/rbac/rbac.go; do not edit.\n")
+	for _, d := range docs {
+		y, err := sigsyaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(bytes.ReplaceAll(y, []byte("  creationTimestamp: null\n"), nil))
+	}
+	return buf.Bytes(), nil
+}
+
+// Ensure creates or updates the objects of For(controller); running it again changes
+// nothing.
+func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1.Subject) error {
+	o := For(controller)
+	for _, r := range o.ClusterRoles {
+		cur, err := client.RbacV1().ClusterRoles().Get(ctx, r.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
+		case err == nil:
+			cur.Rules = r.Rules
+			_, err = client.RbacV1().ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("ClusterRole %s: %w", r.Name, err)
+		}
+	}
+	for _, b := range o.ClusterRoleBindings {
+		cur, err := client.RbacV1().ClusterRoleBindings().Get(ctx, b.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		case err == nil && cur.RoleRef != b.RoleRef:
+			// The role reference cannot change in place.
+			if err = client.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err == nil {
+				_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+			}
+		case err == nil:
+			cur.Subjects = b.Subjects
+			_, err = client.RbacV1().ClusterRoleBindings().Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("ClusterRoleBinding %s: %w", b.Name, err)
+		}
+	}
+	for _, r := range o.Roles {
+		cur, err := client.RbacV1().Roles(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{})
+		case err == nil:
+			cur.Rules = r.Rules
+			_, err = client.RbacV1().Roles(r.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("Role %s/%s: %w", r.Namespace, r.Name, err)
+		}
+	}
+	for _, b := range o.RoleBindings {
+		cur, err := client.RbacV1().RoleBindings(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.RbacV1().RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{})
+		case err == nil:
+			cur.Subjects = b.Subjects
+			_, err = client.RbacV1().RoleBindings(b.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
+		}
+	}
+	return nil
+}
