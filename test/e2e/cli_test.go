@@ -3,7 +3,9 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/netns"
@@ -97,7 +105,7 @@ func TestUpDetachKubectlDown(t *testing.T) {
 	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
 
 	out := c.run("up", "--name", name, "--nodes", "0", "--detach")
-	for _, want := range []string{"✓ starting etcd", "✓ starting kube-apiserver", "is ready and runs in the background", "nodejoin down --name " + name} {
+	for _, want := range []string{"✓ starting etcd", "✓ starting kube-apiserver", "✓ starting nodejoin-controller", "is ready and runs in the background", "nodejoin down --name " + name} {
 		if !strings.Contains(out, want) {
 			t.Errorf("up output lacks %q:\n%s", want, out)
 		}
@@ -116,6 +124,8 @@ func TestUpDetachKubectlDown(t *testing.T) {
 	if v.ServerVersion.GitVersion != "v1.37.1" || v.ClientVersion.GitVersion != "v1.37.1" {
 		t.Errorf("versions = server %q, client %q; want v1.37.1", v.ServerVersion.GitVersion, v.ClientVersion.GitVersion)
 	}
+
+	c.assertControllerRuns(kubeconfig, name)
 
 	s := c.readState(name)
 	if out, err := c.command("up", "--name", name, "--detach").CombinedOutput(); err == nil || !strings.Contains(string(out), "running already") {
@@ -201,4 +211,55 @@ func TestDownCleansUpAfterACrash(t *testing.T) {
 	}
 	c.run("down", "--name", name)
 	c.assertGone(name, s)
+}
+
+// assertControllerRuns checks that `up` runs nodejoin-controller in its process: its
+// CRD and roles are installed, it denies a CSR of a node no instance backs, and
+// kube-apiserver sends it the tokens it does not know itself.
+func (c *cli) assertControllerRuns(kubeconfig, name string) {
+	c.t.Helper()
+	c.kubectl(kubeconfig, "get", "crd", "nodeaccessentries.nodejoin.io")
+	c.kubectl(kubeconfig, "get", "clusterrole", "nodejoin:controller", "nodejoin:node-bootstrapper")
+
+	const node = "ip-198-18-0-99.local.internal"
+	csrFile := filepath.Join(c.t.TempDir(), "csr.yaml")
+	manifest := fmt.Sprintf("apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: stray\nspec:\n"+
+		"  signerName: kubernetes.io/kubelet-serving\n  usages: [digital signature, server auth]\n  request: %s\n",
+		base64.StdEncoding.EncodeToString(testenv.CSR(c.t, "system:node:"+node, []string{node}, "198.18.0.99")))
+	if err := os.WriteFile(csrFile, []byte(manifest), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	c.kubectl(kubeconfig, "create", "-f", csrFile, "--as=system:node:"+node, "--as-group=system:nodes")
+	var reason string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && reason == ""; time.Sleep(200 * time.Millisecond) {
+		reason = c.kubectl(kubeconfig, "get", "csr", "stray", "-o", `jsonpath={.status.conditions[?(@.type=="Denied")].message}`)
+	}
+	if reason != "no instance is known for node "+node {
+		c.t.Errorf("stray CSR: denial %q", reason)
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	anon := &rest.Config{Host: cfg.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}, BearerToken: "k8s-aws-v1.bm90LWEtdG9rZW4"}
+	client, err := kubernetes.NewForConfig(anon)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := client.Discovery().ServerVersion(); err == nil {
+		// /version is open to everyone; ask for something that needs an identity.
+		_, err = client.CoreV1().Nodes().List(c.t.Context(), metav1.ListOptions{})
+		if !apierrors.IsUnauthorized(err) {
+			c.t.Errorf("a forged token: %v, want Unauthorized", err)
+		}
+	}
+	logPath := filepath.Join(c.state, "nodejoin", name, "logs", "nodejoin-controller.log")
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if !strings.Contains(string(log), `msg="token denied"`) {
+		c.t.Errorf("%s shows no token review:\n%s", logPath, log)
+	}
 }
