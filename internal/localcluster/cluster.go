@@ -113,15 +113,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.step("starting etcd", func() error { return c.startEtcd(ctx) }); err != nil {
 		return c, err
 	}
-	if c.opts.TokenWebhook {
-		c.opts.TokenWebhookConfigFile = filepath.Join(opts.StateDir, "token-webhook.kubeconfig")
-		caPEM, err := os.ReadFile(c.pki.CA.Cert)
-		if err != nil {
-			return c, err
-		}
-		if err := WriteWebhookConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM); err != nil {
-			return c, err
-		}
+	if err := c.writeTokenWebhookConfig(); err != nil {
+		return c, err
 	}
 	if err := c.step("starting kube-apiserver", func() error { return c.StartAPIServer(ctx) }); err != nil {
 		return c, err
@@ -211,6 +204,20 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// writeTokenWebhookConfig points kube-apiserver at the token webhook this process will
+// serve, when Options.TokenWebhook asks for one.
+func (c *Cluster) writeTokenWebhookConfig() error {
+	if !c.opts.TokenWebhook {
+		return nil
+	}
+	c.opts.TokenWebhookConfigFile = filepath.Join(c.opts.StateDir, "token-webhook.kubeconfig")
+	caPEM, err := os.ReadFile(c.pki.CA.Cert)
+	if err != nil {
+		return err
+	}
+	return WriteWebhookConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM)
 }
 
 // ListenTokenWebhook opens the listener kube-apiserver's token webhook configuration

@@ -80,23 +80,8 @@ type Config struct {
 // Run runs the configured parts until ctx ends or one of them fails. It closes the
 // listeners it was given.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.TokenCleanupInterval == 0 {
-		cfg.TokenCleanupInterval = 10 * time.Minute
-	}
-	if cfg.Signer == nil && cfg.WebhookListener == nil {
-		return errors.New("nothing to run: neither CSR signing nor the webhook is configured")
-	}
-	if cfg.Signer != nil && cfg.Nodes == nil {
-		return errors.New("CSR approval needs an instance inventory")
-	}
-	if cfg.WebhookListener != nil && (cfg.Verifier == nil || cfg.Instances == nil || cfg.WebhookTLS == nil) {
-		return errors.New("the webhook needs a token verifier, an instance inventory and a serving certificate")
+	if err := cfg.complete(); err != nil {
+		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg.REST)
 	if err != nil {
@@ -106,13 +91,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.InstallRBAC {
-		if err := rbac.Ensure(ctx, client, cfg.Controller); err != nil {
-			return fmt.Errorf("installing RBAC: %w", err)
-		}
+	if err := cfg.install(ctx, client, dyn); err != nil {
+		return err
 	}
-	if cfg.InstallCRDs {
-		if err := EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+	var handler http.Handler
+	var entries *accessEntries
+	if cfg.WebhookListener != nil {
+		if handler, entries, err = webhook(cfg, client, dyn); err != nil {
 			return err
 		}
 	}
@@ -132,40 +117,18 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	ready := func() bool { return true }
-	if cfg.WebhookListener != nil {
-		var entryMappings func(context.Context) ([]authn.RoleMapping, error)
-		served, err := entriesServed(client)
-		switch {
-		case err != nil:
-			return err
-		case served:
-			entries := newAccessEntries(dyn, cfg.Log)
-			ready = entries.informer.HasSynced
-			entryMappings = entries.Mappings
-			run("NodeAccessEntry watch", entries.Start)
-		default:
-			// Without the CRD there can be no entry; aws-auth alone maps roles.
-			cfg.Log.Warn("the NodeAccessEntry CRD is not installed: only aws-auth maps roles until it is installed and this process restarts")
-		}
-		w := &authn.Webhook{
-			Verifier:  cfg.Verifier,
-			Mappings:  authn.Combine(entryMappings, awsAuth(client)),
-			Instances: cfg.Instances,
-			Log:       cfg.Log,
-			Metrics:   authn.NewMetrics(cfg.Registry),
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/authenticate", w)
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg.WebhookTLS}
+	if entries != nil {
+		ready = entries.informer.HasSynced
+		run("NodeAccessEntry watch", entries.Start)
+	}
+	if handler != nil {
 		cfg.Log.Info("serving token reviews", "address", cfg.WebhookListener.Addr().String(), "cluster", cfg.Verifier.ClusterID)
-		run("webhook", func(ctx context.Context) error { return cli.Serve(ctx, srv, cfg.WebhookListener) })
+		run("webhook", serve(handler, cfg.WebhookTLS, cfg.WebhookListener))
 	}
 	if cfg.MetricsListener != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		run("metrics", func(ctx context.Context) error { return cli.Serve(ctx, srv, cfg.MetricsListener) })
+		run("metrics", serve(mux, nil, cfg.MetricsListener))
 	}
 	if cfg.HealthListener != nil {
 		mux := http.NewServeMux()
@@ -177,8 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			_, _ = rw.Write([]byte("ok"))
 		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		run("health", func(ctx context.Context) error { return cli.Serve(ctx, srv, cfg.HealthListener) })
+		run("health", serve(mux, nil, cfg.HealthListener))
 	}
 
 	lead := leaderParts(cfg, client)
@@ -199,6 +161,41 @@ func Run(ctx context.Context, cfg Config) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// complete fills in defaults and checks that the parts asked for have what they need.
+func (cfg *Config) complete() error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.TokenCleanupInterval == 0 {
+		cfg.TokenCleanupInterval = 10 * time.Minute
+	}
+	switch {
+	case cfg.Signer == nil && cfg.WebhookListener == nil:
+		return errors.New("nothing to run: neither CSR signing nor the webhook is configured")
+	case cfg.Signer != nil && cfg.Nodes == nil:
+		return errors.New("CSR approval needs an instance inventory")
+	case cfg.WebhookListener != nil && (cfg.Verifier == nil || cfg.Instances == nil || cfg.WebhookTLS == nil):
+		return errors.New("the webhook needs a token verifier, an instance inventory and a serving certificate")
+	}
+	return nil
+}
+
+// install creates or updates nodejoin's roles and CRD, as configured.
+func (cfg *Config) install(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
+	if cfg.InstallRBAC {
+		if err := rbac.Ensure(ctx, client, cfg.Controller); err != nil {
+			return fmt.Errorf("installing RBAC: %w", err)
+		}
+	}
+	if cfg.InstallCRDs {
+		return EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD)
+	}
+	return nil
 }
 
 // leaderParts returns what only the leader runs: the CSR controller and the cleanup of
@@ -283,4 +280,39 @@ func entriesServed(client kubernetes.Interface) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// serve returns a part that serves h on l (over TLS with tlsCfg, when set).
+func serve(h http.Handler, tlsCfg *tls.Config, l net.Listener) func(ctx context.Context) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
+	return func(ctx context.Context) error { return cli.Serve(ctx, srv, l) }
+}
+
+// webhook builds the TokenReview handler, and the NodeAccessEntry watch it maps roles
+// with when the CRD is installed (nil otherwise).
+func webhook(cfg Config, client kubernetes.Interface, dyn dynamic.Interface) (http.Handler, *accessEntries, error) {
+	var entries *accessEntries
+	var entryMappings func(context.Context) ([]authn.RoleMapping, error)
+	served, err := entriesServed(client)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case served:
+		entries = newAccessEntries(dyn, cfg.Log)
+		entryMappings = entries.Mappings
+	default:
+		// Without the CRD there can be no entry; aws-auth alone maps roles.
+		cfg.Log.Warn("the NodeAccessEntry CRD is not installed: only aws-auth maps roles until it is installed and this process restarts")
+	}
+	w := &authn.Webhook{
+		Verifier:  cfg.Verifier,
+		Mappings:  authn.Combine(entryMappings, awsAuth(client)),
+		Instances: cfg.Instances,
+		Log:       cfg.Log,
+		Metrics:   authn.NewMetrics(cfg.Registry),
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/authenticate", w)
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
+	return mux, entries, nil
 }

@@ -147,13 +147,16 @@ func TestManagerAsDeployed(t *testing.T) {
 	}()
 
 	// Ready once NodeAccessEntries are loaded.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		resp, err := http.Get("http://" + health.Addr().String() + "/readyz")
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health.Addr().String()+"/readyz", nil)
 		if err != nil {
-			return false, nil
+			return false, err
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK, nil
 	}); err != nil {
 		t.Fatalf("never ready: %v\n%s", err, logs.String())
 	}
@@ -244,7 +247,10 @@ func TestManagerAsDeployed(t *testing.T) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		c, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "serving-a", metav1.GetOptions{})
-		if err != nil || len(c.Status.Certificate) == 0 {
+		if err != nil {
+			return false, err
+		}
+		if len(c.Status.Certificate) == 0 {
 			return false, nil
 		}
 		secrets, err := admin.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: bootstraptoken.NodeGroupKey})

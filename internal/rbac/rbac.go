@@ -156,7 +156,7 @@ func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1
 			_, err = client.RbacV1().ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("ClusterRole %s: %w", r.Name, err)
+			return fmt.Errorf("cluster role %s: %w", r.Name, err)
 		}
 	}
 	for _, b := range o.ClusterRoleBindings {
@@ -174,7 +174,7 @@ func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1
 			_, err = client.RbacV1().ClusterRoleBindings().Update(ctx, cur, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("ClusterRoleBinding %s: %w", b.Name, err)
+			return fmt.Errorf("cluster role binding %s: %w", b.Name, err)
 		}
 	}
 	for _, r := range o.Roles {
@@ -187,7 +187,7 @@ func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1
 			_, err = client.RbacV1().Roles(r.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("Role %s/%s: %w", r.Namespace, r.Name, err)
+			return fmt.Errorf("role %s/%s: %w", r.Namespace, r.Name, err)
 		}
 	}
 	for _, b := range o.RoleBindings {
@@ -200,7 +200,7 @@ func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1
 			_, err = client.RbacV1().RoleBindings(b.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
+			return fmt.Errorf("role binding %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
 	return nil

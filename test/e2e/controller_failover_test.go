@@ -67,7 +67,7 @@ func TestControllerProcessFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = logf.Close() })
-		cmd := exec.Command(exe, "run", "--kubeconfig", env.Cluster.KubeconfigPath(), "--ca-cert", p.CA.Cert, "--ca-key", p.CA.Key,
+		cmd := exec.CommandContext(ctx, exe, "run", "--kubeconfig", env.Cluster.KubeconfigPath(), "--ca-cert", p.CA.Cert, "--ca-key", p.CA.Key,
 			"--inventory", inv, "--identity", id, "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
 			"--leader-election-retry-period=500ms")
 		cmd.Stdout, cmd.Stderr = logf, logf

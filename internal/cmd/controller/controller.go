@@ -121,7 +121,7 @@ func webhookCommand() *cobra.Command {
 func (o *options) commonFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster)")
-	o.inventoryOptions.flags(f)
+	o.flags(f)
 	f.StringVar(&o.tlsCert, "tls-cert", "", "the webhook's serving certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the webhook's serving key (PEM)")
 	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to")
@@ -217,6 +217,36 @@ func listen(ctx context.Context, addr, what string) (net.Listener, error) {
 	return l, nil
 }
 
+// signingConfig fills in what the CSR controller and its leader election need.
+func (o *options) signingConfig(cfg *manager.Config) error {
+	var err error
+	if cfg.Signer, err = o.signer(); err != nil {
+		return err
+	}
+	if o.tokenCleanup > 0 {
+		cfg.TokenCleanupInterval = o.tokenCleanup
+	}
+	if o.controllerUser != "" {
+		u := rbac.User(o.controllerUser)
+		cfg.Controller = &u
+	}
+	if !o.leaderElect {
+		return nil
+	}
+	id := o.identity
+	if id == "" {
+		if id, err = os.Hostname(); err != nil {
+			return fmt.Errorf("choosing a leader-election identity (give --identity): %w", err)
+		}
+	}
+	if o.retry <= 0 || o.retry >= o.renewDeadline || o.renewDeadline >= o.leaseDuration {
+		return fmt.Errorf("leader election: want 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retry, o.renewDeadline, o.leaseDuration)
+	}
+	cfg.Election = &leader.Election{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retry}
+	return nil
+}
+
 // run runs the manager; signing says whether this is `run` (CSR controller on) or
 // `webhook` (webhook alone).
 func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error {
@@ -237,34 +267,14 @@ func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error
 	if cfg.REST, err = restConfig(o.kubeconfig); err != nil {
 		return err
 	}
-	inv, err := o.inventoryOptions.open(ctx)
+	inv, err := o.open(ctx)
 	if err != nil {
 		return err
 	}
 	cfg.Nodes, cfg.Instances = inv, inv
 	if signing {
-		if cfg.Signer, err = o.signer(); err != nil {
+		if err := o.signingConfig(&cfg); err != nil {
 			return err
-		}
-		if o.tokenCleanup > 0 {
-			cfg.TokenCleanupInterval = o.tokenCleanup
-		}
-		if o.controllerUser != "" {
-			u := rbac.User(o.controllerUser)
-			cfg.Controller = &u
-		}
-		if o.leaderElect {
-			id := o.identity
-			if id == "" {
-				if id, err = os.Hostname(); err != nil {
-					return fmt.Errorf("choosing a leader-election identity (give --identity): %w", err)
-				}
-			}
-			if !(o.retry > 0 && o.retry < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
-				return fmt.Errorf("leader election: want 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retry, o.renewDeadline, o.leaseDuration)
-			}
-			cfg.Election = &leader.Election{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
-				LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retry}
 		}
 	}
 	if o.webhookListen != "" {
