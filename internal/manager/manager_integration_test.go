@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -94,16 +91,22 @@ func TestManagerAsDeployed(t *testing.T) {
 		t.Fatalf("second EnsureCRD: %v", err)
 	}
 
-	sts := localcloud.NewSTS(account)
-	stsSrv := httptest.NewTLSServer(sts)
-	defer stsSrv.Close()
-	dir := t.TempDir()
-	inv := filepath.Join(dir, "inventory.json")
-	if err := os.WriteFile(inv, []byte(`{
- "`+nodeA+`": {"id": "`+idA+`", "state": "running", "role": "workers", "privateDnsName": "`+nodeA+`", "dnsNames": ["`+nodeA+`"], "ips": ["198.18.0.11"]},
- "`+nodeB+`": {"id": "`+idB+`", "state": "running", "role": "batch", "privateDnsName": "`+nodeB+`", "dnsNames": ["`+nodeB+`"], "ips": ["198.18.0.12"]}}`), 0o600); err != nil {
+	// The local cloud, as `nodejoin up` runs it: STS, EC2 and IAM behind aws-sdk-go-v2.
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cloud, err := localcloud.StartCloud(ctx, account, env.Cluster.CA(), log)
+	if err != nil {
 		t.Fatal(err)
 	}
+	for _, inst := range []localcloud.Instance{
+		{ID: idA, PrivateIPv4: "198.18.0.11", PrivateDNSName: nodeA, Role: "workers"},
+		{ID: idB, PrivateIPv4: "198.18.0.12", PrivateDNSName: nodeB, Role: "batch"},
+	} {
+		if err := cloud.EC2.Launch(inst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ec2 := inventory.NewEC2(cloud.ControllerConfig("us-west-2"), inventory.EC2Options{EC2Endpoint: cloud.EC2URL, IAMEndpoint: cloud.IAMURL})
 	p := env.Cluster.PKI()
 	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
 	if err != nil {
@@ -120,20 +123,17 @@ func TestManagerAsDeployed(t *testing.T) {
 	}
 	asController := rest.CopyConfig(env.Config)
 	asController.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
-	files := &inventory.File{Path: inv}
-	var logs syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- manager.Run(ctx, manager.Config{
 			REST:            asController,
-			Log:             slog.New(slog.NewTextHandler(&logs, nil)),
+			Log:             log,
 			Signer:          &csr.Signer{CA: env.Cluster.CA()},
-			Nodes:           files,
-			Instances:       files,
+			Nodes:           ec2,
+			Instances:       ec2,
 			WebhookListener: wl,
 			WebhookTLS:      &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-			Verifier: &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(stsSrv.URL, "https://")},
-				HTTP: &http.Client{Transport: stsSrv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}},
+			Verifier:        &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
 			Election:             &leader.Election{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
 			TokenCleanupInterval: 200 * time.Millisecond,
 			HealthListener:       health,
@@ -143,6 +143,9 @@ func TestManagerAsDeployed(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("manager: %v\n%s", err, logs.String())
+		}
+		if err := cloud.Wait(); err != nil {
+			t.Errorf("local cloud: %v", err)
 		}
 	}()
 
@@ -163,11 +166,11 @@ func TestManagerAsDeployed(t *testing.T) {
 
 	tokenOf := func(instanceID, role, cluster string) string {
 		t.Helper()
-		creds, err := sts.InstanceCredentials(instanceID, role)
+		creds, err := cloud.STS.InstanceCredentials(instanceID, role)
 		if err != nil {
 			t.Fatal(err)
 		}
-		token, _, err := identity.Mint(ctx, aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(stsSrv.URL), HTTPClient: stsSrv.Client(),
+		token, _, err := identity.Mint(ctx, aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(cloud.STSURL), HTTPClient: cloud.STSHTTPClient(),
 			Credentials: credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, creds.Token)}, cluster)
 		if err != nil {
 			t.Fatal(err)
