@@ -106,7 +106,7 @@ func TestManagerAsDeployed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ec2 := inventory.NewEC2(cloud.ControllerConfig("us-west-2"), inventory.EC2Options{EC2Endpoint: cloud.EC2URL, IAMEndpoint: cloud.IAMURL})
+	ec2 := inventory.NewEC2(cloud.ControllerConfig("us-west-2"), inventory.EC2Options{EC2Endpoint: cloud.EC2URL, IAMEndpoint: cloud.IAMURL, CacheTTL: time.Second})
 	p := env.Cluster.PKI()
 	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
 	if err != nil {
@@ -236,6 +236,21 @@ func TestManagerAsDeployed(t *testing.T) {
 		if u := whoami(token); u != nil {
 			t.Errorf("%s authenticated as %+v", what, u)
 		}
+	}
+	// Credentials taken from an instance and replayed after it was terminated: refused.
+	if err := cloud.EC2.SetState(idA, "terminated"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return whoami(tokenOf(idA, "workers", "demo")) == nil, nil
+	}); err != nil {
+		t.Errorf("a terminated instance's credentials still authenticate: %v", err)
+	}
+	if !strings.Contains(logs.String(), "instance "+idA+" is terminated, not running") {
+		t.Errorf("the terminated instance's denial is not in the log")
+	}
+	if err := cloud.EC2.SetState(idA, "running"); err != nil {
+		t.Fatal(err)
 	}
 	if strings.Contains(logs.String(), tokenA[12:60]) {
 		t.Error("a token reached the log")
