@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -22,25 +21,8 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/testenv"
 )
-
-// inMemoryBodies gives net/http request bodies it knows are in memory, so that it
-// writes each request in one piece: with the SDK's own body wrapper, net/http may close
-// the connection under a response being read (see localcloud's tests), which the SDK
-// retries — and these tests, which count requests with one attempt, must not see.
-type inMemoryBodies struct{ client aws.HTTPClient }
-
-func (c inMemoryBodies) Do(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r = r.Clone(r.Context())
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	return c.client.Do(r)
-}
 
 type fakeClock struct {
 	mu  sync.Mutex
@@ -89,7 +71,7 @@ func newCloud(t *testing.T, ttl time.Duration, iamHandler func(http.Handler) htt
 		Region:           "us-west-2",
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
 		RetryMaxAttempts: 1,
-		HTTPClient:       inMemoryBodies{awshttp.NewBuildableClient()},
+		HTTPClient:       testenv.InMemoryBodies{Client: awshttp.NewBuildableClient()},
 	}
 	c.inv = NewEC2(cfg, EC2Options{EC2Endpoint: ec2Srv.URL, IAMEndpoint: iamSrv.URL, CacheTTL: ttl, Now: c.clock.Now})
 	return c

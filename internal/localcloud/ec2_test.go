@@ -23,30 +23,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
 const testAccount = "111122223333"
-
-// inMemoryBodies hands net/http request bodies that it knows are in memory, so that
-// it writes each request in one piece. Given the SDK's own body wrapper, net/http
-// flushes the headers, streams the body and then reads the wrapper once more for
-// trailing bytes; by then the SDK may have its response and have closed the wrapper,
-// and the transport, taking that for a write error, closes the connection under the
-// response being read ("use of closed network connection", aws-sdk-go-v2#2737). The
-// SDK's retries hide that; these single-attempt tests, which count requests, would not.
-type inMemoryBodies struct{ client aws.HTTPClient }
-
-func (c inMemoryBodies) Do(r *http.Request) (*http.Response, error) {
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r = r.Clone(r.Context())
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	return c.client.Do(r)
-}
 
 // sdkConfig is the SDK configuration of the tests: static credentials, one attempt.
 func sdkConfig() aws.Config {
@@ -54,7 +35,7 @@ func sdkConfig() aws.Config {
 		Region:           "us-west-2",
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
 		RetryMaxAttempts: 1,
-		HTTPClient:       inMemoryBodies{awshttp.NewBuildableClient()},
+		HTTPClient:       testenv.InMemoryBodies{Client: awshttp.NewBuildableClient()},
 	}
 }
 

@@ -1,14 +1,12 @@
 package manager_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,23 +35,6 @@ import (
 	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 const (
 	account = "111122223333"
@@ -92,7 +73,7 @@ func TestManagerAsDeployed(t *testing.T) {
 	}
 
 	// The local cloud, as `nodejoin up` runs it: STS, EC2 and IAM behind aws-sdk-go-v2.
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	cloud, err := localcloud.StartCloud(ctx, account, env.Cluster.CA(), log)
 	if err != nil {
@@ -126,14 +107,14 @@ func TestManagerAsDeployed(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- manager.Run(ctx, manager.Config{
-			REST:            asController,
-			Log:             log,
-			Signer:          &csr.Signer{CA: env.Cluster.CA()},
-			Nodes:           ec2,
-			Instances:       ec2,
-			WebhookListener: wl,
-			WebhookTLS:      &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-			Verifier:        &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
+			REST:                 asController,
+			Log:                  log,
+			Signer:               &csr.Signer{CA: env.Cluster.CA()},
+			Nodes:                ec2,
+			Instances:            ec2,
+			WebhookListener:      wl,
+			WebhookTLS:           &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			Verifier:             &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
 			Election:             &leader.Election{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
 			TokenCleanupInterval: 200 * time.Millisecond,
 			HealthListener:       health,

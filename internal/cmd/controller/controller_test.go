@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 	p := env.Cluster.PKI()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,16 +104,4 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the controller's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// testenv.SyncBuffer is a bytes.Buffer safe for the controller's goroutines.

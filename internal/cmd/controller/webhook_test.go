@@ -89,7 +89,7 @@ func TestWebhookCommand(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"webhook", "--kubeconfig", env.Cluster.KubeconfigPath(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile,
