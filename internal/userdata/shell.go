@@ -55,7 +55,7 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
 	}
 	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}, cloudFormation: bytes.Contains(script, []byte("${AWS::"))}
-	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true}}
+	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true, ProcSubst: refuseProcSubst}}
 	syntax.Walk(f, s.visit)
 	if s.err != nil {
 		return nil, s.err
@@ -145,6 +145,12 @@ func (s *scriptWalker) call(n *syntax.CallExpr) {
 
 // hasBraceExpansion reports an unquoted {a,b} or {1..9} in a word: its expansion can
 // grow exponentially, so hostile user data could exhaust memory.
+// refuseProcSubst answers a process substitution, <(cmd) or >(cmd), in a word nodeadm
+// expands: its value is a path that only running the script would create.
+func refuseProcSubst(*syntax.ProcSubst) (string, error) {
+	return "", errors.New("a process substitution <(…) or >(…) has a value only running the script would give; write the value out")
+}
+
 func hasBraceExpansion(w *syntax.Word) bool {
 	for _, part := range w.Parts {
 		if lit, ok := part.(*syntax.Lit); ok && strings.Contains(lit.Value, "{") && strings.Contains(lit.Value, "}") {

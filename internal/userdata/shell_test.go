@@ -27,6 +27,8 @@ func TestFindBootstrapCall(t *testing.T) {
 		{"brace bomb", "/etc/eks/bootstrap.sh c --kubelet-extra-args {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}\n", nil, 0, "uses brace expansion"},
 		{"doubling", "X=aaaaaaaaaaaaaaaa\n" + strings.Repeat("X=$X$X\n", 200) + "/etc/eks/bootstrap.sh c --dns-cluster-ip $X\n", nil, 0, "$X comes from line 201"},
 		{"brace range", "/etc/eks/bootstrap.sh c --dns-cluster-ip {1..999999999}\n", nil, 0, "uses brace expansion"},
+		{"process substitution", "/etc/eks/bootstrap.sh c --b64-cluster-ca <(cat /tmp/ca)\n", nil, 0, "a process substitution <(…) or >(…) has a value only running the script would give"},
+		{"process substitution as the command", "<(x) c\n", nil, 0, ""},
 		{"quoted braces are text", "/etc/eks/bootstrap.sh c --kubelet-extra-args '--x={a,b}'\n", []string{"c", "--kubelet-extra-args", "--x={a,b}"}, 1, ""},
 	}
 	for _, tt := range tests {
