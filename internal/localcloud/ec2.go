@@ -560,35 +560,44 @@ func writeXML(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// ec2Error is one error of an EC2 error document.
+type ec2Error struct {
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
 type ec2ErrorResponse struct {
-	XMLName xml.Name `xml:"Response"`
-	Errors  []struct {
-		Code    string `xml:"Code"`
-		Message string `xml:"Message"`
-	} `xml:"Errors>Error"`
-	RequestID string `xml:"RequestID"`
+	XMLName   xml.Name   `xml:"Response"`
+	Errors    []ec2Error `xml:"Errors>Error"`
+	RequestID string     `xml:"RequestID"`
 }
 
 func writeEC2Error(w http.ResponseWriter, requestID string, e *apiError) {
-	out := ec2ErrorResponse{RequestID: requestID}
-	out.Errors = append(out.Errors, struct {
-		Code    string `xml:"Code"`
-		Message string `xml:"Message"`
-	}{e.code, e.message})
-	writeXML(w, e.status, out)
+	writeXML(w, e.status, ec2ErrorResponse{RequestID: requestID, Errors: []ec2Error{{e.code, e.message}}})
+}
+
+// queryRequest starts answering a Query-protocol request: it gives the response a
+// request ID and returns the request's form, or answers with unsigned (no SigV4
+// Authorization header) or a malformed-query error through writeErr and returns false.
+func queryRequest(w http.ResponseWriter, r *http.Request, unsigned *apiError, writeErr func(http.ResponseWriter, string, *apiError)) (string, url.Values, bool) {
+	reqID := newRequestID()
+	w.Header().Set("X-Amzn-Requestid", reqID)
+	if !sigV4Signed(r) {
+		writeErr(w, reqID, unsigned)
+		return reqID, nil, false
+	}
+	form, ok := queryForm(w, r)
+	if !ok {
+		writeErr(w, reqID, &apiError{http.StatusBadRequest, "MalformedQueryString", "The request is not a Query protocol request"})
+		return reqID, nil, false
+	}
+	return reqID, form, true
 }
 
 // ServeHTTP implements DescribeInstances.
 func (e *EC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := newRequestID()
-	w.Header().Set("X-Amzn-Requestid", reqID)
-	if !sigV4Signed(r) {
-		writeEC2Error(w, reqID, &apiError{http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials"})
-		return
-	}
-	form, ok := queryForm(w, r)
+	reqID, form, ok := queryRequest(w, r, &apiError{http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials"}, writeEC2Error)
 	if !ok {
-		writeEC2Error(w, reqID, &apiError{http.StatusBadRequest, "MalformedQueryString", "The request is not a Query protocol request"})
 		return
 	}
 	e.mu.Lock()
@@ -885,15 +894,8 @@ var iamCreateDate = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3
 
 // ServeHTTP implements GetInstanceProfile.
 func (i *IAM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := newRequestID()
-	w.Header().Set("X-Amzn-Requestid", reqID)
-	if !sigV4Signed(r) {
-		writeIAMError(w, reqID, &apiError{http.StatusForbidden, "MissingAuthenticationToken", "Request is missing Authentication Token"})
-		return
-	}
-	form, ok := queryForm(w, r)
+	reqID, form, ok := queryRequest(w, r, &apiError{http.StatusForbidden, "MissingAuthenticationToken", "Request is missing Authentication Token"}, writeIAMError)
 	if !ok {
-		writeIAMError(w, reqID, &apiError{http.StatusBadRequest, "MalformedQueryString", "The request is not a Query protocol request"})
 		return
 	}
 	i.mu.Lock()

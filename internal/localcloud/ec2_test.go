@@ -440,14 +440,7 @@ func TestEC2ErrorDocuments(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := e.Calls()
 			status, body := post(t, e, tt.form, tt.signed)
-			var doc struct {
-				XMLName xml.Name `xml:"Response"`
-				Errors  []struct {
-					Code    string `xml:"Code"`
-					Message string `xml:"Message"`
-				} `xml:"Errors>Error"`
-				RequestID string `xml:"RequestID"`
-			}
+			var doc ec2ErrorResponse
 			if err := xml.Unmarshal([]byte(body), &doc); err != nil {
 				t.Fatalf("%v: %s", err, body)
 			}
