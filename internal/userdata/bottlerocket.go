@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // taint is one entry of the kubelet's registerWithTaints.
@@ -22,16 +23,16 @@ type taint struct {
 
 // translateBottlerocket reads Bottlerocket's settings.kubernetes table. The settings a
 // NodeConfig can express are translated; every other setting is listed as ignored.
-func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, error) {
+func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, string, error) {
 	name := p.Name()
 	var doc map[string]any
 	if err := toml.Unmarshal(bytes.ReplaceAll(p.Body, []byte("\r\n"), []byte("\n")), &doc); err != nil {
 		var derr *toml.DecodeError
 		if errors.As(err, &derr) {
 			row, col := derr.Position()
-			return nil, nil, fmt.Errorf("%s, line %d, column %d: TOML syntax error: %s", name, row, col, derr.Error())
+			return nil, nil, "", fmt.Errorf("%s, line %d, column %d: TOML syntax error: %s", name, row, col, derr.Error())
 		}
-		return nil, nil, fmt.Errorf("%s: TOML: %w", name, err)
+		return nil, nil, "", fmt.Errorf("%s: TOML: %w", name, err)
 	}
 	var findings []Finding
 	ignore := func(format string, args ...any) {
@@ -51,13 +52,20 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	}
 	if kube == nil {
 		ignore("no settings.kubernetes table: configures no node")
-		return nil, findings, nil
+		return nil, findings, "", nil
 	}
 	params, taints, err := bottlerocketParams(kube, name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	handled := map[string]bool{"cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
+	token, err := bottlerocketToken(kube, name)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if token != "" {
+		findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: "settings.kubernetes.bootstrap-token: the kubelet joins with a bootstrap token (not shown)"})
+	}
+	handled := map[string]bool{"bootstrap-token": true, "cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
 	for _, k := range sortedKeys(kube) {
 		if !handled[k] {
 			ignore("settings.kubernetes.%s: not translated; set the equivalent in spec.kubelet.config if you need it", k)
@@ -65,15 +73,15 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	}
 	cfg, more, err := params.build(ctx, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if len(taints) > 0 {
 		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 	}
 	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: "Bottlerocket settings.kubernetes translated to a NodeConfig"}}, findings...)
-	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil
+	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), token, nil
 }
 
 // bottlerocketParams reads the settings.kubernetes keys that map onto bootstrap inputs.
@@ -172,4 +180,17 @@ func bottlerocketTaints(v any, where string) ([]taint, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+// bottlerocketToken reads settings.kubernetes.bootstrap-token. Errors never quote it.
+func bottlerocketToken(kube map[string]any, name string) (string, error) {
+	v, ok := kube["bootstrap-token"]
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok || !nodejoinv1alpha1.ValidBootstrapToken(s) {
+		return "", fmt.Errorf("%s: settings.kubernetes.bootstrap-token: want a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}", name)
+	}
+	return s, nil
 }

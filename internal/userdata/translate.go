@@ -118,7 +118,10 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 		case KindCloudConfig:
 			cfgs, findings, err = translateCloudConfig(ctx, p, r)
 		case KindBottlerocket:
-			cfgs, findings, err = translateBottlerocket(ctx, p, r)
+			var token string
+			if cfgs, findings, token, err = translateBottlerocket(ctx, p, r); token != "" {
+				res.BootstrapToken = token
+			}
 		case KindNodeJoin:
 			var nj *nodejoinv1alpha1.NodeJoinConfig
 			if nj, err = nodejoinv1alpha1.DecodeNodeJoinConfig(p.Body, name); err == nil && nj.Spec.BootstrapToken != "" {

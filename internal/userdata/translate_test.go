@@ -267,3 +267,26 @@ func TestNodeJoinConfigPartCarriesABootstrapToken(t *testing.T) {
 		}
 	}
 }
+
+func TestBottlerocketBootstrapToken(t *testing.T) {
+	base := "[settings.kubernetes]\ncluster-name = \"demo\"\napi-server = \"https://198.18.0.1:6443\"\ncluster-certificate = \"Y2E=\"\ncluster-dns-ip = \"10.100.0.10\"\n"
+	res, err := Decode(t.Context(), []byte(base+"bootstrap-token = \"abcdef.0123456789abcdef\"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BootstrapToken != "abcdef.0123456789abcdef" || len(res.Configs) != 1 {
+		t.Errorf("token %q, %d configs", res.BootstrapToken, len(res.Configs))
+	}
+	for _, f := range res.Findings {
+		if strings.Contains(f.Msg, "0123456789abcdef") {
+			t.Errorf("finding shows the token: %s", f)
+		}
+		if f.Level == LevelIgnored && strings.Contains(f.Msg, "bootstrap-token") {
+			t.Errorf("bootstrap-token reported as ignored: %s", f)
+		}
+	}
+	_, err = Decode(t.Context(), []byte(base+"bootstrap-token = \"ABCDEF.secretsecretsecret\"\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "settings.kubernetes.bootstrap-token") || strings.Contains(err.Error(), "secretsecret") {
+		t.Errorf("malformed token: got %v, want an error naming the setting without quoting it", err)
+	}
+}

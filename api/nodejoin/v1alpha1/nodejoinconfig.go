@@ -44,6 +44,9 @@ type NodeJoinConfigSpec struct {
 
 var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
+// ValidBootstrapToken reports whether s has a bootstrap token's form, <id>.<secret>.
+func ValidBootstrapToken(s string) bool { return bootstrapTokenRE.MatchString(s) }
+
 // DecodeNodeJoinConfig parses a NodeJoinConfig strictly and checks it. Errors never
 // quote the token.
 func DecodeNodeJoinConfig(data []byte, source string) (*NodeJoinConfig, error) {
