@@ -30,6 +30,8 @@ type Webhook struct {
 	Limiter *rate.Limiter
 	// Metrics, when set, records reviews, latencies and cache hits.
 	Metrics *Metrics
+	// OnAccepted, when set, is called with the username of every accepted token.
+	OnAccepted func(username string)
 
 	once  sync.Once
 	mu    sync.Mutex
@@ -141,6 +143,9 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			out.Status.User.Extra[k] = v
 		}
 		w.Log.Info("token accepted", "user", user.Username, "arn", user.Extra["arn"], "mapping", user.Mapping, "latency", time.Since(start))
+		if w.OnAccepted != nil {
+			w.OnAccepted(user.Username)
+		}
 	case errors.Is(err, ErrThrottled):
 		status = http.StatusTooManyRequests
 		out.Status.Error = err.Error()

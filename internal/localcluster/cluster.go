@@ -345,6 +345,10 @@ func (c *Cluster) StateDir() string { return c.opts.StateDir }
 // Endpoint is the API server's URL as seen from the host.
 func (c *Cluster) Endpoint() string { return c.endpoint }
 
+// InternalEndpoint is the API server's URL as instances in the cluster namespace reach
+// it (the same as Endpoint in loopback mode).
+func (c *Cluster) InternalEndpoint() string { return "https://" + c.apiListen.String() }
+
 // CA is the cluster certificate authority.
 func (c *Cluster) CA() *pki.CA { return c.ca }
 

@@ -49,6 +49,9 @@ type Config struct {
 	MaxExpiration time.Duration
 	// OnIssued, when set, is called after a certificate was issued.
 	OnIssued func(csrName string)
+	// OnAuthenticated, when set, is called with the username of every token the
+	// webhook accepts.
+	OnAuthenticated func(username string)
 
 	// WebhookListener, when set, turns on the TokenReview webhook, served over TLS with
 	// WebhookTLS at /authenticate. Verifier checks tokens; Instances is the instance
@@ -305,11 +308,12 @@ func webhook(cfg Config, client kubernetes.Interface, dyn dynamic.Interface) (ht
 		cfg.Log.Warn("the NodeAccessEntry CRD is not installed: only aws-auth maps roles until it is installed and this process restarts")
 	}
 	w := &authn.Webhook{
-		Verifier:  cfg.Verifier,
-		Mappings:  authn.Combine(entryMappings, awsAuth(client)),
-		Instances: cfg.Instances,
-		Log:       cfg.Log,
-		Metrics:   authn.NewMetrics(cfg.Registry),
+		Verifier:   cfg.Verifier,
+		Mappings:   authn.Combine(entryMappings, awsAuth(client)),
+		Instances:  cfg.Instances,
+		Log:        cfg.Log,
+		Metrics:    authn.NewMetrics(cfg.Registry),
+		OnAccepted: cfg.OnAuthenticated,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/authenticate", w)

@@ -23,6 +23,8 @@ const (
 	KubeControllerManager = "kube-controller-manager"
 	Kubectl               = "kubectl"
 	Etcd                  = "etcd"
+	// Nodeadm is built from this module (`make build`).
+	Nodeadm = "nodeadm"
 )
 
 // Dir returns the directory to take binaries from: $NODEJOIN_BIN_DIR when set, else the

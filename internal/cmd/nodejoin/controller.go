@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/authn"
@@ -35,6 +36,14 @@ type controlPlane struct {
 	err      error // set before finished closes
 	stop     context.CancelFunc
 	logf     *os.File
+	// authenticated records when the webhook first accepted each username.
+	authenticated sync.Map
+}
+
+// Authenticated reports whether the webhook has accepted a token of user.
+func (cp *controlPlane) Authenticated(user string) bool {
+	_, ok := cp.authenticated.Load(user)
+	return ok
 }
 
 // startControlPlane starts the local cloud and the controller for cluster c. Their logs
@@ -84,6 +93,7 @@ func startControlPlane(ctx context.Context, c *localcluster.Cluster, progress io
 	}
 	ready := make(chan struct{})
 	cfg.OnStarted = func() { close(ready) }
+	cfg.OnAuthenticated = func(user string) { cp.authenticated.LoadOrStore(user, time.Now()) }
 	go func() {
 		cp.err = manager.Run(ctx, cfg)
 		close(cp.finished)

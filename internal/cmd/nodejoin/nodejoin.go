@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/provider/local"
 )
 
 // Run runs nodejoin with args.
@@ -106,7 +109,7 @@ func downCommand() *cobra.Command {
 			if s, err := localcluster.ReadState(dir); err == nil && s.Running() {
 				fmt.Fprintf(out, "stopping cluster %s (pid %d)\n", name, s.Owner.PID)
 			}
-			if err := localcluster.Destroy(cmd.Context(), dir); err != nil {
+			if err := destroyCluster(cmd.Context(), dir, name); err != nil {
 				return fmt.Errorf("removing cluster %s: %w", name, err)
 			}
 			if err := localcluster.DeleteLeftoverNamespace(cmd.Context(), name); err != nil {
@@ -118,4 +121,18 @@ func downCommand() *cobra.Command {
 	}
 	nameFlag(cmd, &name)
 	return cmd
+}
+
+// destroyCluster stops the cluster in dir and removes everything it made: first its
+// owner process (which stops its instances and daemons in order), then whatever a
+// crashed owner left — instance processes, mounts, cgroups, namespaces — then the
+// control plane's leftovers and the state directory.
+func destroyCluster(ctx context.Context, dir, name string) error {
+	if s, err := localcluster.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
+		process.Terminate(s.Owner, 90*time.Second)
+	}
+	if err := local.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
+		return err
+	}
+	return localcluster.Destroy(ctx, dir)
 }

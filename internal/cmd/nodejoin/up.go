@@ -16,12 +16,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/provider/local"
 )
 
 type upOptions struct {
 	name     string
-	nodes    int
+	nodes    nodeOptions
 	detach   bool
 	network  string
 	nodeCIDR string
@@ -37,10 +40,11 @@ func upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster",
-		Long: "up starts a local control plane (etcd and kube-apiserver, built from pinned sources) and\n" +
-			"prints the admin kubeconfig's path. Without --detach it runs until Ctrl-C and then removes\n" +
-			"the cluster; with --detach it returns once the cluster is ready and leaves it running\n" +
-			"until `nodejoin down`.",
+		Long: "up starts a local control plane (etcd and kube-apiserver, built from pinned sources) with\n" +
+			"nodejoin-controller, launches --nodes local instances whose kubelets join it, shows each\n" +
+			"node's join step by step, and prints a summary and the admin kubeconfig's path. Without\n" +
+			"--detach it runs until Ctrl-C and then removes the cluster; with --detach it returns once\n" +
+			"every node is Ready and leaves the cluster running until `nodejoin down`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
@@ -48,7 +52,12 @@ func upCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	nameFlag(cmd, &o.name)
-	f.IntVar(&o.nodes, "nodes", 0, "number of worker nodes to launch")
+	f.IntVar(&o.nodes.count, "nodes", 0, "number of worker nodes (local instances) to launch")
+	f.StringVar(&o.nodes.instanceType, "instance-type", "m5.large", "EC2 instance type the instances report (sets max pods and reserved resources)")
+	f.StringVar(&o.nodes.amiFamily, "ami-family", string(local.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar(&o.nodes.identity, "identity", string(local.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
+	f.StringVar(&o.nodes.kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
+	f.DurationVar(&o.nodes.timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
 	f.StringVar(&o.nodeCIDR, "node-cidr", localcluster.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
@@ -78,11 +87,8 @@ func (o *upOptions) clusterOptions(dir string, progress io.Writer) (localcluster
 }
 
 func (o *upOptions) run(cmd *cobra.Command) error {
-	if o.nodes < 0 {
-		return fmt.Errorf("--nodes %d: want 0 or more", o.nodes)
-	}
-	if o.nodes > 0 {
-		return fmt.Errorf("--nodes %d: launching local instances is not implemented yet, so only a control plane can be started; use --nodes 0", o.nodes)
+	if err := o.nodes.validate(); err != nil {
+		return err
 	}
 	dir, err := stateDir(o.name)
 	if err != nil {
@@ -109,10 +115,18 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 	}
 	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
 	ctx := cmd.Context()
-	c, cp, err := startAll(ctx, opts)
+	log := slog.New(slog.DiscardHandler)
+	if logf, err := openLog(dir); err == nil {
+		defer func() { _ = logf.Close() }()
+		log = slog.New(slog.NewTextHandler(logf, nil))
+	}
+	opts.Log = log
+	sess, err := startAll(ctx, opts, o.nodes, log)
 	if err != nil {
 		return o.startFailed(ctx, dir, err)
 	}
+	c, cp := sess.c, sess.cp
+	printSummary(stdout, sess.summary)
 	printReady(stdout, c, false)
 	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
 	var runErr error
@@ -125,39 +139,74 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 		runErr = cp.Err()
 		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
 	}
-	return errors.Join(runErr, teardown(c, cp))
+	return errors.Join(runErr, teardown(sess))
 }
 
-// startAll starts the control plane, then nodejoin-controller in this process. On
-// failure it stops what it started.
-func startAll(ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, *controlPlane, error) {
+// session is what the process that runs a cluster runs: the control plane, the
+// controller and the local instances.
+type session struct {
+	c       *localcluster.Cluster
+	cp      *controlPlane
+	w       *workers
+	summary []nodeSummary
+}
+
+// openLog opens the log of the process that runs the cluster.
+func openLog(dir string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(filepath.Join(dir, "logs", "nodejoin.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// startAll starts the control plane, then nodejoin-controller in this process, then
+// the nodes, and waits until they are Ready. On failure it stops what it started.
+func startAll(ctx context.Context, opts localcluster.Options, nodes nodeOptions, log *slog.Logger) (*session, error) {
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cp, err := startControlPlane(ctx, c, opts.Progress)
+	s := &session{c: c}
+	if s.cp, err = startControlPlane(ctx, c, opts.Progress); err != nil {
+		return nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
+	}
+	if nodes.count == 0 {
+		return s, nil
+	}
+	fail := func(err error) (*session, error) {
+		return nil, errors.Join(err, stopAll(s))
+	}
+	if s.w, err = startWorkers(ctx, c, s.cp, nodes, opts.BinDir, opts.Progress, log); err != nil {
+		return fail(err)
+	}
+	client, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
-		return nil, nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
+		return fail(err)
 	}
-	return c, cp, nil
+	if s.summary, err = s.w.run(ctx, client, nodes, s.cp, c.StateDir(), opts.Progress); err != nil {
+		return fail(err)
+	}
+	return s, nil
 }
 
-// stopAll stops what startAll started.
-func stopAll(c *localcluster.Cluster, cp *controlPlane) error {
-	return errors.Join(cp.Stop(), c.Stop(context.Background()))
+// stopAll stops what startAll started: the nodes first, then the controller and the
+// control plane.
+func stopAll(s *session) error {
+	ctx := context.Background()
+	return errors.Join(s.w.stop(ctx), s.cp.Stop(), s.c.Stop(ctx))
 }
 
 // teardown stops a cluster this process runs and removes its state directory.
-func teardown(c *localcluster.Cluster, cp *controlPlane) error {
-	if err := stopAll(c, cp); err != nil {
+func teardown(s *session) error {
+	if err := stopAll(s); err != nil {
 		return err
 	}
-	return localcluster.Destroy(context.Background(), c.StateDir())
+	return destroyCluster(context.Background(), s.c.StateDir(), s.c.Name())
 }
 
 // startFailed removes what a failed start left, but keeps the logs' content in the error.
 func (o *upOptions) startFailed(ctx context.Context, dir string, err error) error {
-	if rmErr := localcluster.Destroy(context.WithoutCancel(ctx), dir); rmErr != nil {
+	if rmErr := destroyCluster(context.WithoutCancel(ctx), dir, o.name); rmErr != nil {
 		err = errors.Join(err, rmErr)
 	}
 	if ctx.Err() != nil {
@@ -254,6 +303,7 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return err
 	}
+	printSummary(cmd.OutOrStdout(), readSummary(dir))
 	fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s is ready and runs in the background (pid %d).\n", o.name, s.Owner.PID)
 	fmt.Fprintf(cmd.OutOrStdout(), "  API server:  %s\n  kubeconfig:  %s\n  logs:        %s\n", s.Endpoint, s.Kubeconfig, filepath.Join(dir, "logs"))
 	fmt.Fprintf(cmd.OutOrStdout(), "Stop it with: nodejoin down --name %s\n", o.name)
@@ -281,13 +331,14 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		return err
 	}
 	opts.Log = log
-	c, cp, err := startAll(ctx, opts)
+	sess, err := startAll(ctx, opts, o.nodes, log)
 	if err != nil {
 		err = o.startFailed(ctx, dir, err)
 		fmt.Fprintf(ready, "error: %v\n", err)
 		_ = ready.Close()
 		return err
 	}
+	c, cp := sess.c, sess.cp
 	fmt.Fprintln(ready, readyMarker)
 	_ = ready.Close()
 	log.Info("cluster ready", "name", o.name, "endpoint", c.Endpoint())
@@ -301,7 +352,7 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		runErr = cp.Err()
 		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
 	}
-	if err := stopAll(c, cp); err != nil {
+	if err := stopAll(sess); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
 	// `nodejoin down` removes the state directory once this process has exited; on a

@@ -1,0 +1,283 @@
+package local
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+)
+
+// mountinfo is one line of /proc/self/mountinfo: where a file system is mounted and
+// its type.
+type mountinfo struct {
+	Point  string
+	FSType string
+}
+
+func readMountinfo() ([]mountinfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var out []mountinfo
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		out = append(out, mountinfo{Point: unescapeMount(fields[4]), FSType: fields[sep+1]})
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo paths.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	ms, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	var out []string
+	for _, m := range ms {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
+		}
+	}
+	// Later mounts sit on earlier ones: undo them in reverse order.
+	slices.Reverse(out)
+	return out, nil
+}
+
+// unmountAll detaches every mount at or below dir (the kubelet bind-mounts its root
+// directory and pod volumes).
+func unmountAll(dir string) error {
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupMounts lists the mount points of the host's cgroup hierarchies (v1 controllers
+// and the unified v2 one).
+func cgroupMounts() ([]string, error) {
+	ms, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			out = append(out, m.Point)
+		}
+	}
+	return out, nil
+}
+
+// createCgroup makes the cgroup path (such as /nodejoin/demo/i-0abc) in every hierarchy,
+// as the kubelet's --cgroup-root must exist in each. In the cpuset hierarchy a new group
+// has no CPUs or memory nodes until given its parent's.
+func createCgroup(path string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		dir := m
+		for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
+			parent := dir
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("creating cgroup %s: %w", dir, err)
+			}
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(parent, f))
+				if err != nil {
+					continue // not the cpuset hierarchy
+				}
+				cur, _ := os.ReadFile(filepath.Join(dir, f))
+				if strings.TrimSpace(string(cur)) != "" {
+					continue
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+					return fmt.Errorf("setting %s: %w", filepath.Join(dir, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroup kills what still runs in the cgroup path in any hierarchy and removes it
+// with everything below it (the kubelet's kubepods groups), deepest first.
+func removeCgroup(path string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		root := filepath.Join(m, path)
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			if err := rmdirCgroup(d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func rmdirCgroup(dir string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("removing cgroup %s: %w", dir, err)
+		}
+		// Processes left inside: kill them and retry.
+		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kubeletSysctls are the kernel settings a kubelet that does not protect kernel
+// defaults sets on the host; local instances share the host's kernel, so they are saved
+// before the first kubelet starts and put back when the cluster goes.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// devicePluginDir is where every kubelet puts its device-plugin socket, whatever its
+// root directory: the path is compiled in.
+const devicePluginDir = "/var/lib/kubelet/device-plugins"
+
+// hostState is what local kubelets change on the host, as it was before.
+type hostState struct {
+	Sysctls map[string]string `json:"sysctls"`
+	// KubeletDirExisted is false when /var/lib/kubelet was made by local kubelets.
+	KubeletDirExisted bool `json:"kubeletDirExisted"`
+}
+
+const sysctlFile = "host-sysctls.json"
+
+// saveSysctls records the host's state (kernel settings, /var/lib/kubelet) in dir once;
+// later calls keep the first record.
+func saveSysctls(dir string) error {
+	path := filepath.Join(dir, sysctlFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	st := hostState{Sysctls: map[string]string{}}
+	for _, k := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			continue
+		}
+		st.Sysctls[k] = strings.TrimSpace(string(v))
+	}
+	if _, err := os.Stat(filepath.Dir(devicePluginDir)); err == nil {
+		st.KubeletDirExisted = true
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
+}
+
+// restoreSysctls puts back what saveSysctls recorded in dir and forgets it.
+func restoreSysctls(dir string) error {
+	path := filepath.Join(dir, sysctlFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st hostState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	var errs []error
+	if !st.KubeletDirExisted {
+		// Only what the kubelets made; anything else keeps the directory.
+		_ = os.Remove(filepath.Join(devicePluginDir, "kubelet.sock"))
+		_ = os.Remove(devicePluginDir)
+		_ = os.Remove(filepath.Dir(devicePluginDir))
+	}
+	for k, v := range st.Sysctls {
+		if !slices.Contains(kubeletSysctls, k) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s: %w", k, err))
+		}
+	}
+	if len(errs) == 0 {
+		_ = os.Remove(path)
+	}
+	return errors.Join(errs...)
+}

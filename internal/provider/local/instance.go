@@ -1,0 +1,546 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/process"
+)
+
+// Instance is a launched local instance.
+type Instance struct {
+	Record
+	p        *Provider
+	imdsStop context.CancelFunc
+	imdsDone chan error
+	imdsURL  string // simulated instances: the host loopback URL of their IMDS
+	token    string // the bootstrap token, a secret
+
+	mu      sync.Mutex
+	simStop context.CancelFunc
+	simDone chan error
+	ended   bool
+}
+
+// SimNode is what a simulated kubelet needs to know of its instance.
+type SimNode struct {
+	NodeName, InternalIP, ProviderID, InstanceType, Zone, Region string
+	Server                                                       string
+	CAPEM                                                        []byte
+	// Exec is the credential plugin, as nodeadm writes it for the real kubelet;
+	// BootstrapToken is set instead in bootstrap-token mode.
+	Exec           *clientcmdapi.ExecConfig
+	BootstrapToken string
+	// Log is the simulated kubelet's log.
+	Log *slog.Logger
+}
+
+// SimRunner runs a simulated kubelet until ctx ends.
+type SimRunner func(ctx context.Context, n SimNode) error
+
+// Start launches an instance: it enters it into EC2 as running, gives it its address,
+// namespace and metadata endpoint, and writes its record. Init then configures the node
+// and starts its kubelet.
+func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, errors.New("the local provider is shutting down")
+	}
+	if spec.Kubelet == "" {
+		spec.Kubelet = KubeletReal
+	}
+	if spec.Kubelet == KubeletReal && p.cfg.ClusterNS.Name == "" {
+		return nil, errors.New("a real kubelet needs the cluster's network namespace (run as root with --network namespace), or use --kubelet sim")
+	}
+	if spec.Identity == "" {
+		spec.Identity = IdentityAWSIAM
+	}
+	if spec.Identity == IdentityBootstrapToken && spec.BootstrapToken == "" {
+		return nil, errors.New("identity bootstrap-token needs a bootstrap token")
+	}
+	if spec.InstanceType == "" {
+		spec.InstanceType = "m5.large"
+	}
+	addr, err := p.allocate()
+	if err != nil {
+		return nil, err
+	}
+	id, err := newInstanceID()
+	if err != nil {
+		p.release(addr)
+		return nil, err
+	}
+	inst = &Instance{p: p, Record: Record{
+		ID: id, NodeName: p.dnsName(addr), IP: addr.String(), InstanceType: spec.InstanceType,
+		AMIFamily: spec.AMIFamily, Identity: spec.Identity, Role: spec.Role, Kubelet: spec.Kubelet,
+		Launched: time.Now().UTC(), Dir: filepath.Join(p.cfg.Dir, id),
+	}}
+	if inst.AMIFamily == "" {
+		inst.AMIFamily = AmazonLinux2023
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("instance %s (%s): %w", inst.ID, inst.IP, err)
+			_ = inst.terminate(context.WithoutCancel(ctx))
+		}
+	}()
+	token := ""
+	if spec.Identity == IdentityBootstrapToken {
+		token = spec.BootstrapToken
+		inst.token = token
+	}
+	cluster := p.cfg.Cluster
+	if spec.Kubelet == KubeletSim && p.cfg.HostEndpoint != "" {
+		cluster.Endpoint = p.cfg.HostEndpoint
+	}
+	userData, err := UserData(inst.AMIFamily, cluster, token)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(inst.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if spec.Kubelet == KubeletReal {
+		inst.Namespace = "nodejoin-" + cluster.Name + "-" + id
+		inst.Root = filepath.Join(inst.Dir, "root")
+		inst.CgroupRoot = "/nodejoin/" + cluster.Name + "/" + id
+	}
+	// Recorded before anything is created, so that a crash leaves enough to clean up.
+	if err := writeRecord(&inst.Record); err != nil {
+		return nil, err
+	}
+	li := localcloud.Instance{
+		ID: id, Type: spec.InstanceType, AvailabilityZone: p.cfg.Zone, PrivateIPv4: inst.IP,
+		PrivateDNSName: inst.NodeName, Role: spec.Role, UserData: userData,
+		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()},
+	}
+	if err := localcloud.InstanceDefaults(&li); err != nil {
+		return nil, err
+	}
+	if err := p.cfg.Cloud.EC2.Launch(li); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.instances[id] = inst
+	p.mu.Unlock()
+
+	var creds localcloud.CredentialSource = p.cfg.Cloud.STS
+	if spec.CredentialsOf != "" {
+		creds = stolenCredentials{sts: p.cfg.Cloud.STS, from: spec.CredentialsOf}
+	}
+	var l net.Listener
+	if spec.Kubelet == KubeletReal {
+		if err := inst.setupNetwork(ctx, li.MAC); err != nil {
+			return nil, err
+		}
+		if l, err = (netns.NS{Name: inst.Namespace}).Listen("tcp", imdsAddr.String()); err != nil {
+			return nil, fmt.Errorf("instance metadata endpoint: %w", err)
+		}
+	} else {
+		var lc net.ListenConfig
+		if l, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("instance metadata endpoint: %w", err)
+		}
+		inst.imdsURL = "http://" + l.Addr().String()
+	}
+	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
+	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
+	go func() { inst.imdsDone <- cli.Serve(imdsCtx, srv, l) }()
+
+	if spec.Kubelet == KubeletReal {
+		if err := inst.writeLocalFiles(spec); err != nil {
+			return nil, err
+		}
+	}
+	return inst, nil
+}
+
+// stolenCredentials hands out another instance's role credentials.
+type stolenCredentials struct {
+	sts  *localcloud.STS
+	from string
+}
+
+func (s stolenCredentials) InstanceCredentials(_, role string) (localcloud.Credentials, error) {
+	return s.sts.InstanceCredentials(s.from, role)
+}
+
+// setupNetwork creates the instance's namespace and joins it to the cluster bridge:
+// eth0 holds the instance's address and MAC, the default route goes through the bridge,
+// and 169.254.169.254 answers on its loopback as on EC2.
+func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
+	p := inst.p
+	ns, err := netns.Create(ctx, inst.Namespace)
+	if err != nil {
+		return err
+	}
+	addr := netip.MustParseAddr(inst.IP)
+	veth := vethName(p.cfg.NodeCIDR, addr)
+	cns := p.cfg.ClusterNS
+	if err := cns.IP(ctx, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns.Name); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"link", "set", "eth0", "address", mac},
+		{"addr", "add", netip.PrefixFrom(addr, p.cfg.NodeCIDR.Bits()).String(), "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+		{"route", "add", "default", "via", p.cfg.Gateway.String()},
+		{"addr", "add", imdsAddr.Addr().String() + "/32", "dev", "lo"},
+	}
+	if err := cns.IP(ctx, "link", "set", veth, "master", p.cfg.Bridge, "up"); err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if err := ns.IP(ctx, s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vethName names the bridge side of an instance's veth pair by its offset in the range.
+func vethName(prefix netip.Prefix, a netip.Addr) string {
+	base := prefix.Masked().Addr().As4()
+	b := a.As4()
+	off := (int(b[2])-int(base[2]))<<8 | (int(b[3]) - int(base[3]))
+	return "njv" + strconv.Itoa(off)
+}
+
+// LocalConfigPath is the NodeConfig, under an instance's root, holding what a local
+// instance needs beyond its user data: the host's cgroup layout and paths kept inside
+// its root. nodeadm merges it after the user data.
+const LocalConfigPath = "etc/nodejoin/local-node.yaml"
+
+// CNIConfigPath is the bridge network configuration, under an instance's root, that
+// stands in for the network add-on.
+const CNIConfigPath = "etc/cni/net.d/10-nodejoin-bridge.conflist"
+
+func (inst *Instance) writeLocalFiles(spec Spec) error {
+	root := inst.Root
+	kubelet := map[string]any{
+		// The host runs cgroup v1 and no systemd for the kubelet.
+		"failCgroupV1": false,
+		"cgroupDriver": "cgroupfs",
+		"cgroupRoot":   inst.CgroupRoot,
+		"failSwapOn":   false,
+		// Kernel defaults are the host's, not this node's.
+		"protectKernelDefaults": false,
+		"volumePluginDir":       filepath.Join(root, "usr/libexec/kubernetes/kubelet-plugins/volume/exec"),
+		"podLogsDir":            filepath.Join(root, "var/log/pods"),
+	}
+	nc := map[string]any{
+		"apiVersion": "node.eks.aws/v1alpha1",
+		"kind":       "NodeConfig",
+		"spec": map[string]any{
+			"kubelet": map[string]any{"config": kubelet, "flags": append([]string{}, spec.KubeletFlags...)},
+			"containerd": map[string]any{
+				"config": fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n", filepath.Join(root, "opt/containerd")),
+			},
+		},
+	}
+	data, err := json.MarshalIndent(nc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(root, "root"), 0o700); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(root, LocalConfigPath), data, 0o644); err != nil {
+		return err
+	}
+	a := netip.MustParseAddr(inst.IP).As4()
+	subnet := fmt.Sprintf("10.244.%d.0/24", a[3])
+	cni := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "nodejoin-bridge",
+		"plugins": []map[string]any{
+			{
+				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type": "host-local", "ranges": [][]map[string]string{{{"subnet": subnet}}},
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}}, "dataDir": filepath.Join(root, "var/lib/cni/networks"),
+				},
+			},
+			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	data, err = json.MarshalIndent(cni, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(root, CNIConfigPath), data, 0o644)
+}
+
+// instanceEnv is the environment of an instance's processes: nothing of the host's AWS
+// configuration, the instance's own metadata endpoint, and the local STS.
+func (inst *Instance) instanceEnv() []string {
+	imds := "http://" + imdsAddr.String()
+	if inst.imdsURL != "" {
+		imds = inst.imdsURL
+	}
+	home := inst.Dir
+	if inst.Root != "" {
+		home = filepath.Join(inst.Root, "root")
+	}
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home,
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds,
+		"AWS_ENDPOINT_URL_STS=" + inst.p.cfg.Cloud.STSURL,
+	}
+}
+
+// Init configures the node: for a real kubelet, nodeadm init inside the instance (it
+// writes the node's files and starts containerd and the kubelet); for a simulated one,
+// it starts run with the credentials nodeadm would configure.
+func (inst *Instance) Init(ctx context.Context, run SimRunner, log *slog.Logger) error {
+	if inst.Kubelet == KubeletSim {
+		return inst.startSim(ctx, run, log)
+	}
+	p := inst.p
+	logPath := filepath.Join(inst.Dir, NodeadmLog)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logf.Close() }()
+	argv := []string{p.cfg.NodeadmPath, "init", "--root", inst.Root, "--daemon-manager", "process",
+		"--config-source", "imds://user-data", "--config-source", "file://" + filepath.Join(inst.Root, LocalConfigPath),
+		"--kubelet-path", p.cfg.KubeletPath, "--containerd-path", p.cfg.ContainerdPath, "--cni-bin-dir", p.cfg.CNIBinDir}
+	argv = (netns.NS{Name: inst.Namespace}).Wrap(argv)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = inst.instanceEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.WaitDelay = 5 * time.Second
+	if err := saveSysctls(filepath.Dir(p.cfg.Dir)); err != nil {
+		return err
+	}
+	if err := createCgroup(inst.CgroupRoot); err != nil {
+		return err
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("nodeadm init failed (%w): %s (log: %s)", err, LastErrorLine(logPath), logPath)
+	}
+	return nil
+}
+
+// LastErrorLine returns the last line of a log that reads like an error (a klog E line,
+// or one starting with "error"), or its last line; "" for a missing or empty log.
+func LastErrorLine(path string) string {
+	data, _ := os.ReadFile(path)
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "error") || strings.Contains(l, "Error:") || strings.HasPrefix(l, "E") && len(l) > 5 && l[1] >= '0' && l[1] <= '9' {
+			return l
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func (inst *Instance) startSim(ctx context.Context, run SimRunner, log *slog.Logger) error {
+	if run == nil {
+		return errors.New("no simulated kubelet runner")
+	}
+	p := inst.p
+	n := SimNode{
+		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + p.cfg.Zone + "/" + inst.ID,
+		InstanceType: inst.InstanceType, Zone: p.cfg.Zone, Region: p.Region(),
+		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM, Log: log,
+	}
+	if inst.Identity == IdentityBootstrapToken {
+		n.BootstrapToken = inst.token
+	} else {
+		exec := &clientcmdapi.ExecConfig{
+			APIVersion:      "client.authentication.k8s.io/v1beta1",
+			Command:         p.cfg.NodeadmPath,
+			Args:            []string{"get-token", "--cluster-name", p.cfg.Cluster.Name, "--region", p.Region()},
+			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		}
+		for _, kv := range inst.instanceEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: v})
+		}
+		// The plugin inherits this process's environment: blank the host's AWS
+		// credentials so that only the instance's role can be used.
+		for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+			"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_EC2_METADATA_DISABLED"} {
+			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: ""})
+		}
+		n.Exec = exec
+	}
+	simCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	inst.mu.Lock()
+	inst.simStop, inst.simDone = cancel, make(chan error, 1)
+	inst.mu.Unlock()
+	go func() { inst.simDone <- run(simCtx, n) }()
+	return nil
+}
+
+// SimDone reports a simulated kubelet's end (nil for a real instance).
+func (inst *Instance) SimDone() <-chan error {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	return inst.simDone
+}
+
+// Terminate stops the instance and removes what it made on the host: its processes,
+// mounts, cgroups and namespace. EC2 shows it terminated. Its directory stays, with
+// its logs, until the cluster's state directory is removed.
+func (p *Provider) Terminate(ctx context.Context, inst *Instance) error {
+	return inst.terminate(ctx)
+}
+
+func (inst *Instance) terminate(ctx context.Context) error {
+	inst.mu.Lock()
+	if inst.ended {
+		inst.mu.Unlock()
+		return nil
+	}
+	inst.ended = true
+	simStop, simDone := inst.simStop, inst.simDone
+	inst.mu.Unlock()
+	p := inst.p
+	if simStop != nil {
+		simStop()
+		<-simDone
+	}
+	err := cleanupInstance(ctx, &inst.Record)
+	if inst.imdsStop != nil {
+		inst.imdsStop()
+		<-inst.imdsDone
+	}
+	_ = p.cfg.Cloud.EC2.SetState(inst.ID, "terminated")
+	p.mu.Lock()
+	delete(p.instances, inst.ID)
+	p.mu.Unlock()
+	if a, perr := netip.ParseAddr(inst.IP); perr == nil {
+		p.release(a)
+	}
+	return err
+}
+
+// cleanupInstance removes what a real instance made on the host. It needs only the
+// record, so it also cleans up after a crashed `nodejoin up`.
+func cleanupInstance(ctx context.Context, r *Record) error {
+	if r.Kubelet != KubeletReal {
+		return nil
+	}
+	var errs []error
+	// The kubelet first, so it does not restart containers as containerd goes.
+	for _, d := range []string{"kubelet", "containerd"} {
+		if id, err := readPIDFile(filepath.Join(r.Root, "run", "nodeadm", d+".pid")); err == nil {
+			process.Terminate(id, 15*time.Second)
+		}
+	}
+	ns := netns.NS{Name: r.Namespace}
+	if ns.Exists() {
+		// Whatever else runs in the namespace (containerd shims, nodeadm itself after
+		// an interrupted start) belongs to this instance.
+		if pids, err := ns.Users(); err == nil {
+			for _, pid := range pids {
+				if pid == os.Getpid() {
+					continue
+				}
+				if id, err := process.IdentityOf(pid); err == nil {
+					process.Terminate(id, 5*time.Second)
+				}
+			}
+		}
+	}
+	if r.Root != "" {
+		if err := unmountAll(r.Root); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.CgroupRoot != "" {
+		if err := removeCgroup(r.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.Namespace != "" {
+		if err := netns.Delete(ctx, r.Namespace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleaning up instance %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func readPIDFile(path string) (process.Identity, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return process.Identity{}, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return process.Identity{}, errors.New("malformed pid file")
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return process.Identity{}, errors.New("malformed pid file")
+	}
+	return process.Identity{PID: pid, Start: start}, nil
+}
+
+// Cleanup removes what the instances recorded under dir left on the host, after their
+// `nodejoin up` crashed or was killed, and the cluster's cgroup parent. It never
+// touches the owner process, which must be gone.
+func Cleanup(ctx context.Context, dir, cluster string) error {
+	recs, err := ReadRecords(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range recs {
+		if err := cleanupInstance(ctx, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeCgroup("/nodejoin/" + cluster); err != nil {
+		errs = append(errs, err)
+	}
+	// The shared parent goes once no cluster uses it.
+	if mounts, err := cgroupMounts(); err == nil {
+		for _, m := range mounts {
+			_ = os.Remove(filepath.Join(m, "nodejoin"))
+		}
+	}
+	if err := restoreSysctls(filepath.Dir(dir)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,305 @@
+// Package local is the local instance provider: it launches what an EC2 instance is on
+// AWS, built from local parts. A local instance has its own network namespace, joined
+// by a veth pair to the bridge in the cluster's namespace; its own root directory; its
+// own instance metadata endpoint (IMDSv2 at 169.254.169.254 inside its namespace),
+// serving its user data and instance-role credentials from the local STS; and an entry in
+// the local EC2 inventory. Then nodeadm init configures the node inside it and starts
+// its own containerd and the real kubelet.
+//
+// A simulated instance (for scale) has the same EC2 entry, metadata and credentials, but
+// no namespace: its IMDS listens on the host's loopback and a kubeletsim.Kubelet plays
+// its kubelet.
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/netns"
+)
+
+// Identity is how an instance's kubelet proves who it is.
+type Identity string
+
+// The identities a local instance can use.
+const (
+	// IdentityAWSIAM: an aws-iam-authenticator token from the instance role's
+	// credentials (`nodeadm get-token`), mapped by a NodeAccessEntry.
+	IdentityAWSIAM Identity = "aws-iam"
+	// IdentityBootstrapToken: a bootstrap token, then a client certificate issued
+	// through the CSR flow (TLS bootstrapping).
+	IdentityBootstrapToken Identity = "bootstrap-token"
+)
+
+// KubeletKind says what plays an instance's kubelet.
+type KubeletKind string
+
+// Kubelet kinds.
+const (
+	KubeletReal KubeletKind = "real"
+	KubeletSim  KubeletKind = "sim"
+)
+
+// RecordFile is the file in each instance's directory that records it.
+const RecordFile = "instance.json"
+
+// imdsAddr is where EC2 serves instance metadata, inside every instance namespace.
+var imdsAddr = netip.MustParseAddrPort("169.254.169.254:80")
+
+// Config describes the cluster the provider launches instances into.
+type Config struct {
+	// Cluster is what user data tells nodes about the cluster. Endpoint is the API
+	// server as instances reach it (the bridge address in the cluster namespace).
+	Cluster ClusterInfo
+	// HostEndpoint is the API server as the host reaches it (simulated kubelets).
+	HostEndpoint string
+	// Dir holds one directory per instance: its root, logs and record.
+	Dir string
+	// ClusterNS is the cluster's network namespace, holding Bridge; zero allows only
+	// simulated instances.
+	ClusterNS netns.NS
+	Bridge    string
+	// NodeCIDR is the bridge's range: the bridge holds Gateway, instances get the
+	// addresses from the eleventh on.
+	NodeCIDR netip.Prefix
+	Gateway  netip.Addr
+	// Cloud is the local account: instances are entered into its EC2 inventory and get
+	// role credentials from its STS.
+	Cloud *localcloud.Cloud
+	// Zone is the availability zone of the instances (default us-west-2a).
+	Zone string
+	// DNSDomain names instances ip-A-B-C-D.DNSDomain (default local.internal).
+	DNSDomain string
+	// Binaries: nodeadm, the kubelet and containerd; the CNI plugins' directory.
+	NodeadmPath, KubeletPath, ContainerdPath, CNIBinDir string
+	Log                                                 *slog.Logger
+}
+
+// Spec is one instance to launch.
+type Spec struct {
+	InstanceType string
+	AMIFamily    AMIFamily
+	Identity     Identity
+	// BootstrapToken is the token of IdentityBootstrapToken. A secret.
+	BootstrapToken string
+	// Role is the instance profile's role name.
+	Role    string
+	Kubelet KubeletKind
+
+	// KubeletFlags are appended to the kubelet's command line through a local
+	// NodeConfig (to try out what the control plane does with them).
+	KubeletFlags []string
+	// CredentialsOf makes this instance's metadata endpoint hand out the role
+	// credentials of another instance, as if they had been stolen from it: for seeing
+	// the control plane refuse a node that presents credentials it does not own.
+	CredentialsOf string
+}
+
+// Record is what a launched instance's instance.json says, for `nodejoin diagnose`
+// and for cleaning up after a crash.
+type Record struct {
+	ID           string      `json:"id"`
+	NodeName     string      `json:"nodeName"`
+	IP           string      `json:"ip"`
+	InstanceType string      `json:"instanceType"`
+	AMIFamily    AMIFamily   `json:"amiFamily"`
+	Identity     Identity    `json:"identity"`
+	Role         string      `json:"role"`
+	Kubelet      KubeletKind `json:"kubelet"`
+	// Namespace, Root and CgroupRoot are set for real kubelets.
+	Namespace  string    `json:"namespace,omitempty"`
+	Root       string    `json:"root,omitempty"`
+	CgroupRoot string    `json:"cgroupRoot,omitempty"`
+	Launched   time.Time `json:"launched"`
+	// Dir is the instance's directory (not stored).
+	Dir string `json:"-"`
+}
+
+// NodeadmLog is the file where nodeadm init's output goes, relative to the instance's
+// directory.
+const NodeadmLog = "nodeadm.log"
+
+// Paths of an instance's daemons' logs, under its root.
+const (
+	KubeletLog    = "var/log/kubelet.log"
+	ContainerdLog = "var/log/containerd.log"
+)
+
+// Provider launches and terminates local instances. Safe for concurrent use.
+type Provider struct {
+	cfg Config
+
+	mu        sync.Mutex
+	used      map[netip.Addr]bool
+	instances map[string]*Instance
+	closed    bool
+}
+
+// New returns a provider for the cluster cfg describes.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Cloud == nil || cfg.Dir == "" || !cfg.NodeCIDR.IsValid() {
+		return nil, errors.New("local provider: Cloud, Dir and NodeCIDR are required")
+	}
+	if cfg.Zone == "" {
+		cfg.Zone = "us-west-2a"
+	}
+	if cfg.DNSDomain == "" {
+		cfg.DNSDomain = "local.internal"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CNIBinDir == "" {
+		cfg.CNIBinDir = "/usr/lib/cni"
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Provider{cfg: cfg, used: map[netip.Addr]bool{}, instances: map[string]*Instance{}}, nil
+}
+
+// ClusterName is the name of the cluster the instances join.
+func (p *Provider) ClusterName() string { return p.cfg.Cluster.Name }
+
+// Region is the instances' region.
+func (p *Provider) Region() string {
+	return strings.TrimRight(p.cfg.Zone, "abcdefghijklmnopqrstuvwxyz")
+}
+
+// RoleARN is the ARN of an instance role of the local account.
+func (p *Provider) RoleARN(role string) string {
+	return "arn:aws:iam::" + p.cfg.Cloud.AccountID + ":role/" + role
+}
+
+// allocate picks the next free address from the eleventh of the node range on, as
+// EC2 keeps a subnet's first addresses for itself.
+func (p *Provider) allocate() (netip.Addr, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.cfg.NodeCIDR.Masked().Addr()
+	for range 11 {
+		a = a.Next()
+	}
+	for ; p.cfg.NodeCIDR.Contains(a); a = a.Next() {
+		last := a.Next()
+		if !p.cfg.NodeCIDR.Contains(last) {
+			break // the broadcast address
+		}
+		if a != p.cfg.Gateway && !p.used[a] {
+			p.used[a] = true
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("node range %s has no free address left for another instance: give a larger one with --node-cidr", p.cfg.NodeCIDR)
+}
+
+func (p *Provider) release(a netip.Addr) {
+	p.mu.Lock()
+	delete(p.used, a)
+	p.mu.Unlock()
+}
+
+func newInstanceID() (string, error) {
+	b := make([]byte, 9)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "i-" + hex.EncodeToString(b)[:17], nil
+}
+
+// dnsName is the instance's private DNS name, such as ip-198-18-0-11.local.internal.
+func (p *Provider) dnsName(a netip.Addr) string {
+	return "ip-" + strings.ReplaceAll(a.String(), ".", "-") + "." + p.cfg.DNSDomain
+}
+
+// Instances returns the running instances, by launch order.
+func (p *Provider) Instances() []*Instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*Instance, 0, len(p.instances))
+	for _, i := range p.instances {
+		out = append(out, i)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Record.Launched.Before(out[b].Record.Launched) })
+	return out
+}
+
+func writeRecord(r *Record) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(r.Dir, RecordFile), append(data, '\n'), 0o600)
+}
+
+// ReadRecords reads the records of the instances under dir (a cluster's instances
+// directory), in launch order. A missing dir holds none.
+func ReadRecords(dir string) ([]*Record, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		d := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(filepath.Join(d, RecordFile))
+		if err != nil {
+			continue // launch failed before the record was written
+		}
+		var r Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", filepath.Join(d, RecordFile), err)
+		}
+		r.Dir = d
+		out = append(out, &r)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Launched.Before(out[b].Launched) })
+	return out, nil
+}
+
+// Close terminates every instance.
+func (p *Provider) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, inst := range p.Instances() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Terminate(ctx, inst); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := restoreSysctls(filepath.Dir(p.cfg.Dir)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
