@@ -25,7 +25,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Use:   "nodejoin",
 		Short: "Run local Kubernetes clusters whose nodes join the way EKS nodes do",
 	}
-	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(), imdsCommand())
+	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(), nodeCommand(), diagnoseCommand(), imdsCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 

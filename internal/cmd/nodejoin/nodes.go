@@ -38,6 +38,11 @@ type nodeOptions struct {
 	identity     string
 	kubelet      string
 	timeout      time.Duration
+	// For `nodejoin node add`: flags for the kubelets, and another node whose
+	// credentials the new instances present.
+	kubeletFlags  []string
+	credentialsOf string
+	claimAddress  string
 }
 
 // nodesFile records, in the state directory, the nodes `up` launched and how long each
@@ -250,6 +255,7 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 			spec := local.Spec{
 				InstanceType: o.instanceType, AMIFamily: family, Identity: w.identity, BootstrapToken: w.token,
 				Role: nodeRole(w.prov.ClusterName()), Kubelet: w.kubelet,
+				KubeletFlags: o.kubeletFlags, CredentialsOf: w.instanceID(o.credentialsOf), ClaimAddress: w.address(o.claimAddress),
 			}
 			inst, err := w.prov.Start(ctx, spec)
 			l.mu.Lock()
@@ -314,6 +320,14 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 				}
 			}
 			name := l.inst.NodeName
+			if _, registered := snap.Nodes[name]; !registered && l.inst.Kubelet == local.KubeletReal {
+				// A kubelet that authenticated as another node never registers: say so
+				// at once rather than at the timeout.
+				if other, _ := foreignIdentity(filepath.Join(l.inst.Root, local.KubeletLog), name); other != "" {
+					failures = append(failures, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, l.inst.ID, joinstatus.StepAuthenticated, foreignIdentityReason(name, other)))
+					continue
+				}
+			}
 			for _, st := range snap.NodeSteps(name, bootstrap, authenticated("system:node:"+name)) {
 				if st.State != joinstatus.Done {
 					allReady = false
@@ -371,7 +385,7 @@ func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, tr *joinst
 				line += " (" + st.Detail + ")"
 			}
 			if l.inst.Kubelet == local.KubeletReal {
-				if e := local.LastErrorLine(filepath.Join(l.inst.Root, local.KubeletLog)); e != "" {
+				if e := kubeletEvidence(filepath.Join(l.inst.Root, local.KubeletLog)); e != "" {
 					line += "\n    kubelet: " + e
 				}
 			}
@@ -382,8 +396,29 @@ func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, tr *joinst
 	return fmt.Errorf("not every node was Ready after %s (`nodejoin diagnose node NAME` explains one):\n%s", timeout, strings.Join(lines, "\n"))
 }
 
+// instanceID resolves a node name or instance ID to the instance ID ("" stays "").
+func (w *workers) instanceID(nameOrID string) string {
+	for _, inst := range w.prov.Instances() {
+		if inst.NodeName == nameOrID {
+			return inst.ID
+		}
+	}
+	return nameOrID
+}
+
+// address resolves a node name to its address (an address stays as it is).
+func (w *workers) address(nameOrIP string) string {
+	for _, inst := range w.prov.Instances() {
+		if inst.NodeName == nameOrIP {
+			return inst.IP
+		}
+	}
+	return nameOrIP
+}
+
+// writeSummary adds rows to the state directory's summary.
 func writeSummary(dir string, sum []nodeSummary) error {
-	data, err := json.MarshalIndent(sum, "", "  ")
+	data, err := json.MarshalIndent(append(readSummary(dir), sum...), "", "  ")
 	if err != nil {
 		return err
 	}

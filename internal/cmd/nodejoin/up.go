@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -126,6 +127,9 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 		return o.startFailed(ctx, dir, err)
 	}
 	c, cp := sess.c, sess.cp
+	if err := sess.serveControl(ctx, o.nodes, o.binDir, log); err != nil {
+		fmt.Fprintf(stderr, "warning: `nodejoin node add` will not reach this cluster: %v\n", err)
+	}
 	printSummary(stdout, sess.summary)
 	printReady(stdout, c, false)
 	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
@@ -147,8 +151,10 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 type session struct {
 	c       *localcluster.Cluster
 	cp      *controlPlane
-	w       *workers
 	summary []nodeSummary
+
+	mu sync.Mutex
+	w  *workers // nil until nodes are launched
 }
 
 // openLog opens the log of the process that runs the cluster.
@@ -193,7 +199,10 @@ func startAll(ctx context.Context, opts localcluster.Options, nodes nodeOptions,
 // control plane.
 func stopAll(s *session) error {
 	ctx := context.Background()
-	return errors.Join(s.w.stop(ctx), s.cp.Stop(), s.c.Stop(ctx))
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	return errors.Join(w.stop(ctx), s.cp.Stop(), s.c.Stop(ctx))
 }
 
 // teardown stops a cluster this process runs and removes its state directory.
@@ -339,6 +348,9 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		return err
 	}
 	c, cp := sess.c, sess.cp
+	if err := sess.serveControl(ctx, o.nodes, o.binDir, log); err != nil {
+		fmt.Fprintf(ready, "warning: `nodejoin node add` will not reach this cluster: %v\n", err)
+	}
 	fmt.Fprintln(ready, readyMarker)
 	_ = ready.Close()
 	log.Info("cluster ready", "name", o.name, "endpoint", c.Endpoint())

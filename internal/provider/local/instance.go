@@ -154,6 +154,12 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		if err := inst.setupNetwork(ctx, li.MAC); err != nil {
 			return nil, err
 		}
+		if spec.ClaimAddress != "" {
+			if err := inst.claim(ctx, spec.ClaimAddress); err != nil {
+				return nil, err
+			}
+			spec.KubeletFlags = append(spec.KubeletFlags, "--node-ip="+spec.ClaimAddress)
+		}
 		if l, err = (netns.NS{Name: inst.Namespace}).Listen("tcp", imdsAddr.String()); err != nil {
 			return nil, fmt.Errorf("instance metadata endpoint: %w", err)
 		}
@@ -219,6 +225,21 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 		}
 	}
 	return nil
+}
+
+// claim puts addr on the instance's loopback without answering ARP for it on eth0, so
+// that the node it belongs to keeps its traffic.
+func (inst *Instance) claim(ctx context.Context, addr string) error {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is4() {
+		return fmt.Errorf("address to claim %q: want an IPv4 address", addr)
+	}
+	ns := netns.NS{Name: inst.Namespace}
+	argv := ns.Wrap([]string{"sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1"})
+	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return ns.IP(ctx, "addr", "add", a.String()+"/32", "dev", "lo")
 }
 
 // vethName names the bridge side of an instance's veth pair by its offset in the range.

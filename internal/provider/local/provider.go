@@ -108,6 +108,10 @@ type Spec struct {
 	// credentials of another instance, as if they had been stolen from it: for seeing
 	// the control plane refuse a node that presents credentials it does not own.
 	CredentialsOf string
+	// ClaimAddress gives the instance another node's address too, on its loopback
+	// (never answered on the bridge), and makes its kubelet report it as its node IP:
+	// its serving certificate request then names an address its instance does not own.
+	ClaimAddress string
 }
 
 // Record is what a launched instance's instance.json says, for `nodejoin diagnose`
