@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodejoin/nodejoin/internal/nodeinit"
 )
 
 // Step is one step of a join.
@@ -26,6 +28,7 @@ const (
 	StepAuthenticated  Step = "authenticated"
 	StepClientCert     Step = "client certificate issued"
 	StepRegistered     Step = "Node registered"
+	StepInitialized    Step = "Node initialized"
 	StepServingApprove Step = "serving CSR approved"
 	StepServingIssued  Step = "serving certificate issued"
 	StepReady          Step = "Ready"
@@ -34,9 +37,9 @@ const (
 // Steps lists a node's steps in order; bootstrap adds the client certificate.
 func Steps(bootstrap bool) []Step {
 	if bootstrap {
-		return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepClientCert, StepRegistered, StepServingApprove, StepServingIssued, StepReady}
+		return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepClientCert, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepReady}
 	}
-	return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepRegistered, StepServingApprove, StepServingIssued, StepReady}
+	return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepReady}
 }
 
 // State is where a step stands.
@@ -62,7 +65,11 @@ type Status struct {
 type Snapshot struct {
 	Nodes map[string]*corev1.Node
 	CSRs  []certificatesv1.CertificateSigningRequest
+	// NotInitialized holds, by node, the latest reason the node initializer gave for
+	// leaving a Node tainted.
+	NotInitialized map[string]string
 }
+
 
 // Take reads every Node and CSR.
 func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
@@ -74,7 +81,15 @@ func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing CSRs: %w", err)
 	}
-	s := &Snapshot{Nodes: map[string]*corev1.Node{}, CSRs: csrs.Items}
+	events, err := client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=NodeNotInitialized"})
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	s := &Snapshot{Nodes: map[string]*corev1.Node{}, CSRs: csrs.Items, NotInitialized: map[string]string{}}
+	sort.Slice(events.Items, func(a, b int) bool { return events.Items[a].LastTimestamp.Before(&events.Items[b].LastTimestamp) })
+	for _, e := range events.Items {
+		s.NotInitialized[e.InvolvedObject.Name] = e.Message
+	}
 	for i := range nodes.Items {
 		s.Nodes[nodes.Items[i].Name] = &nodes.Items[i]
 	}
@@ -173,9 +188,9 @@ func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Statu
 		out = append(out, auth)
 	}
 	if node == nil {
-		out = append(out, Status{Step: StepRegistered, State: Pending, Detail: "no Node " + name})
+		out = append(out, Status{Step: StepRegistered, State: Pending, Detail: "no Node " + name}, Status{Step: StepInitialized, State: Pending})
 	} else {
-		out = append(out, Status{Step: StepRegistered, State: Done, Detail: "Node " + name})
+		out = append(out, Status{Step: StepRegistered, State: Done, Detail: "Node " + name}, initialized(node, s.NotInitialized[name]))
 	}
 	out = append(out, csrSteps(serving, StepServingApprove, StepServingIssued)...)
 	ready := Status{Step: StepReady, State: Pending}
@@ -192,6 +207,28 @@ func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Statu
 		}
 	}
 	return append(out, ready)
+}
+
+// initialized reports whether the node initializer removed the Node's uninitialized
+// taint; a refusal that names an address, name or instance the Node does not own is a
+// failure, other refusals (an instance not running yet) are waits.
+func initialized(node *corev1.Node, refusal string) Status {
+	for _, t := range node.Spec.Taints {
+		if t.Key != nodeinit.TaintUninitialized {
+			continue
+		}
+		st := Status{Step: StepInitialized, State: Pending, Detail: "tainted " + nodeinit.TaintUninitialized + " until checked against its instance"}
+		if refusal != "" {
+			st.Detail = "left uninitialized: " + refusal
+			for _, final := range []string{"is not an address of", "is not a name of", "names instance", "no instance is known"} {
+				if strings.Contains(refusal, final) {
+					st.State = Failed
+				}
+			}
+		}
+		return st
+	}
+	return Status{Step: StepInitialized, State: Done, Detail: "matches instance " + node.Spec.ProviderID}
 }
 
 // Tracker remembers when each step of each node was first seen done, from successive

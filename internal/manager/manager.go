@@ -31,6 +31,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
 
@@ -49,6 +50,12 @@ type Config struct {
 	MaxExpiration time.Duration
 	// OnIssued, when set, is called after a certificate was issued.
 	OnIssued func(csrName string)
+	// InitializeNodes turns on (on the leader) the node initializer: it removes the
+	// uninitialized taint of Nodes whose kubelet runs with an external cloud provider,
+	// once the Node matches its instance in Nodes. Leave it off where a cloud
+	// controller manager does that; the deploy roles do not grant it nodes/update,
+	// which it needs.
+	InitializeNodes bool
 	// OnAuthenticated, when set, is called with the username of every token the
 	// webhook accepts.
 	OnAuthenticated func(username string)
@@ -207,7 +214,7 @@ func leaderParts(cfg Config, client kubernetes.Interface) func(ctx context.Conte
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		errc := make(chan error, 2)
+		errc := make(chan error, 3)
 		parts := 0
 		if cfg.Signer != nil {
 			c := &csr.Controller{
@@ -220,6 +227,11 @@ func leaderParts(cfg Config, client kubernetes.Interface) func(ctx context.Conte
 			}
 			parts++
 			go func() { errc <- c.Start(ctx) }()
+		}
+		if cfg.InitializeNodes && cfg.Nodes != nil {
+			ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log}
+			parts++
+			go func() { errc <- ni.Start(ctx) }()
 		}
 		if cfg.TokenCleanupInterval > 0 {
 			parts++

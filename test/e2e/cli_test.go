@@ -37,8 +37,10 @@ func newCLI(t *testing.T) *cli {
 	t.Helper()
 	testenv.RequireIntegration(t)
 	binDir := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Kubectl)
-	exe := filepath.Join(t.TempDir(), "nodejoin")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", exe, "github.com/nodejoin/nodejoin/cmd/nodejoin")
+	// nodeadm sits beside nodejoin, as `make build` puts them, for local instances.
+	exeDir := t.TempDir()
+	exe := filepath.Join(exeDir, "nodejoin")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", exeDir+"/", "github.com/nodejoin/nodejoin/cmd/nodejoin", "github.com/nodejoin/nodejoin/cmd/nodeadm")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building nodejoin: %v\n%s", err, out)
 	}

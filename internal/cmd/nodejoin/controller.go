@@ -90,6 +90,8 @@ func startControlPlane(ctx context.Context, c *localcluster.Cluster, progress io
 			HTTP: cp.Cloud.STSHTTPClient()},
 		InstallRBAC: true,
 		InstallCRDs: true,
+		// No cloud controller manager runs here: nodejoin-controller initializes Nodes.
+		InitializeNodes: true,
 	}
 	ready := make(chan struct{})
 	cfg.OnStarted = func() { close(ready) }

@@ -123,7 +123,10 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	}
 	if spec.Kubelet == KubeletReal {
 		inst.Namespace = "nodejoin-" + cluster.Name + "-" + id
-		inst.Root = filepath.Join(inst.Dir, "root")
+		inst.Root = p.nextRoot()
+		if _, err := os.Stat(inst.Root); err == nil {
+			return nil, fmt.Errorf("root directory %s exists already (left by an earlier cluster %s? remove it with `nodejoin down --name %s`)", inst.Root, cluster.Name, cluster.Name)
+		}
 		inst.CgroupRoot = "/nodejoin/" + cluster.Name + "/" + id
 	}
 	// Recorded before anything is created, so that a crash leaves enough to clean up.
@@ -436,8 +439,8 @@ func (inst *Instance) SimDone() <-chan error {
 }
 
 // Terminate stops the instance and removes what it made on the host: its processes,
-// mounts, cgroups and namespace. EC2 shows it terminated. Its directory stays, with
-// its logs, until the cluster's state directory is removed.
+// mounts, cgroups, namespace and root directory. EC2 shows it terminated. Its record
+// and nodeadm's log stay until the cluster's state directory is removed.
 func (p *Provider) Terminate(ctx context.Context, inst *Instance) error {
 	return inst.terminate(ctx)
 }
@@ -502,6 +505,8 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	if r.Root != "" {
 		if err := unmountAll(r.Root); err != nil {
 			errs = append(errs, err)
+		} else if err := os.RemoveAll(r.Root); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if r.CgroupRoot != "" {
@@ -554,6 +559,15 @@ func Cleanup(ctx context.Context, dir, cluster string) error {
 	if err := removeCgroup("/nodejoin/" + cluster); err != nil {
 		errs = append(errs, err)
 	}
+	// The roots' parent, and the shared one once no cluster uses it.
+	base := filepath.Join("/var/lib/nodejoin", cluster)
+	for _, r := range recs {
+		if r.Root != "" {
+			base = filepath.Dir(r.Root)
+		}
+	}
+	_ = os.Remove(base)
+	_ = os.Remove(filepath.Dir(base))
 	// The shared parent goes once no cluster uses it.
 	if mounts, err := cgroupMounts(); err == nil {
 		for _, m := range mounts {

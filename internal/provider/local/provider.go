@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,8 +69,12 @@ type Config struct {
 	Cluster ClusterInfo
 	// HostEndpoint is the API server as the host reaches it (simulated kubelets).
 	HostEndpoint string
-	// Dir holds one directory per instance: its root, logs and record.
+	// Dir holds one directory per instance: its record and nodeadm's log.
 	Dir string
+	// RootBase holds the root directories of instances with real kubelets; default
+	// /var/lib/nodejoin/CLUSTER. It is kept short because containerd's and the kubelet's
+	// Unix sockets live under each root, and a socket path has at most 107 bytes.
+	RootBase string
 	// ClusterNS is the cluster's network namespace, holding Bridge; zero allows only
 	// simulated instances.
 	ClusterNS netns.NS
@@ -151,6 +156,7 @@ type Provider struct {
 	mu        sync.Mutex
 	used      map[netip.Addr]bool
 	instances map[string]*Instance
+	launches  int
 	closed    bool
 }
 
@@ -168,6 +174,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RootBase == "" {
+		cfg.RootBase = filepath.Join("/var/lib/nodejoin", cfg.Cluster.Name)
+	}
 	if cfg.CNIBinDir == "" {
 		cfg.CNIBinDir = "/usr/lib/cni"
 	}
@@ -183,6 +192,14 @@ func (p *Provider) ClusterName() string { return p.cfg.Cluster.Name }
 // Region is the instances' region.
 func (p *Provider) Region() string {
 	return strings.TrimRight(p.cfg.Zone, "abcdefghijklmnopqrstuvwxyz")
+}
+
+// nextRoot names the root directory of the next instance with a real kubelet.
+func (p *Provider) nextRoot() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.launches++
+	return filepath.Join(p.cfg.RootBase, "n"+strconv.Itoa(p.launches))
 }
 
 // RoleARN is the ARN of an instance role of the local account.
