@@ -70,7 +70,6 @@ type Snapshot struct {
 	NotInitialized map[string]string
 }
 
-
 // Take reads every Node and CSR.
 func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -98,7 +98,7 @@ type nodeList struct {
 	Items []struct {
 		Metadata struct{ Name string } `json:"metadata"`
 		Status   struct {
-			Conditions []struct{ Type, Status string } `json:"conditions"`
+			Conditions []struct{ Type, Status string }  `json:"conditions"`
 			Addresses  []struct{ Type, Address string } `json:"addresses"`
 		} `json:"status"`
 	} `json:"items"`
