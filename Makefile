@@ -6,9 +6,9 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 GOLANGCI_LINT_VERSION := v2.15.0
-# Worker nodes started by `make up`. Local instances are not implemented yet, so the
-# default brings up the control plane alone; raise it once `nodejoin up --nodes N` launches nodes.
-NODES ?= 0
+# Worker nodes started by `make up`: local instances whose real kubelets join (simulated
+# kubelets where real ones cannot run: see `nodejoin up --help`).
+NODES ?= 2
 NAME ?= nodejoin
 # Integration and e2e tests start real control planes; they run one package at a time so
 # that two 2-core test binaries do not starve each other's API servers.
@@ -32,9 +32,9 @@ build: ## Build nodejoin, nodeadm and nodejoin-controller into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: up
-up: deps tools build ## Start a local cluster in the background (NAME, NODES); stop it with `make down`
+up: deps tools build ## Start a local cluster with NODES joined nodes in the background (NAME, NODES); stop it with `make down`
 	$(BIN)/nodejoin up --name $(NAME) --nodes $(NODES) --detach
-	@echo "Use it:  $(BIN)/kubectl --kubeconfig \"\$$($(BIN)/nodejoin kubeconfig --name $(NAME))\" get --raw /readyz"
+	@echo "Use it:  $(BIN)/kubectl --kubeconfig \"\$$($(BIN)/nodejoin kubeconfig --name $(NAME))\" get nodes -o wide"
 
 .PHONY: down
 down: ## Stop the local cluster started by `make up` and remove its state

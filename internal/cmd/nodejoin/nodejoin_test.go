@@ -19,7 +19,9 @@ func TestCommandsFailWithAnActionableMessage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"up", "--nodes", "3"}, "--nodes 3: launching local instances is not implemented yet"},
+		{[]string{"up", "--nodes", "2", "--identity", "kerberos"}, `--identity "kerberos": want aws-iam or bootstrap-token`},
+		{[]string{"up", "--nodes", "2", "--ami-family", "Windows"}, `--ami-family: AMI family "Windows": want one of AmazonLinux2023, AmazonLinux2, Bottlerocket`},
+		{[]string{"up", "--nodes", "2", "--kubelet", "vm"}, `--kubelet "vm": want real or sim`},
 		{[]string{"up", "--nodes", "-1"}, "--nodes -1: want 0 or more"},
 		{[]string{"up", "--name", "../etc"}, `cluster name "../etc" is not a plain name`},
 		{[]string{"up", "--name", "Bad_Name", "--network", "loopback", "--bin-dir", "/nonexistent"}, `cluster name "Bad_Name"`},

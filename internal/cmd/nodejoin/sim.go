@@ -2,12 +2,39 @@ package nodejoin
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 	"github.com/nodejoin/nodejoin/internal/provider/local"
 )
 
-// simRunner runs simulated kubelets.
+// simRunner runs a simulated kubelet for an instance, as nodeadm would configure the
+// real one: the instance's credential plugin or bootstrap token, its addresses and
+// provider ID, and --cloud-provider=external. Each logs to logs/kubeletsim/NODE.log.
 func (w *workers) simRunner() local.SimRunner {
-	return func(context.Context, local.SimNode) error { return errors.New("simulated kubelets are not wired yet") }
+	return func(ctx context.Context, n local.SimNode) error {
+		if err := os.MkdirAll(w.simLogDir, 0o700); err != nil {
+			return err
+		}
+		path := filepath.Join(w.simLogDir, n.NodeName+".log")
+		logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = logf.Close() }()
+		err = kubeletsim.Run(ctx, kubeletsim.Config{
+			NodeName: n.NodeName, InternalIP: n.InternalIP, InternalDNS: n.NodeName, ProviderID: n.ProviderID,
+			InstanceType: n.InstanceType, Zone: n.Zone, Region: n.Region,
+			Server: n.Server, CAData: n.CAPEM, Exec: n.Exec, BootstrapToken: n.BootstrapToken,
+			ExternalCloudProvider: true,
+			Log:                   slog.New(slog.NewTextHandler(logf, nil)),
+		})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w (log: %s)", err, path)
+		}
+		return nil
+	}
 }

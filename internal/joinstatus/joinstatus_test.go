@@ -1,0 +1,120 @@
+package joinstatus
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"strings"
+	"testing"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodejoin/nodejoin/internal/nodeinit"
+)
+
+const node = "ip-198-18-0-11.local.internal"
+
+func csrPEM(t *testing.T, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+func request(name, signer, user string, req []byte, conds ...certificatesv1.CertificateSigningRequestCondition) certificatesv1.CertificateSigningRequest {
+	return certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: signer, Username: user, Request: req},
+		Status:     certificatesv1.CertificateSigningRequestStatus{Conditions: conds},
+	}
+}
+
+func states(st []Status) string {
+	var b strings.Builder
+	for _, s := range st {
+		b.WriteString(string(s.Step) + "=" + string(s.State) + ";")
+	}
+	return b.String()
+}
+
+func TestNodeStepsFollowTheJoin(t *testing.T) {
+	approved := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Message: "ok"}
+	denied := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Reason: "SANNotOwned", Message: "IP SAN 198.18.0.12 is not an address of instance i-0aaa"}
+	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}}}}
+	tainted := ready.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: nodeinit.TaintUninitialized}}
+	serving := request("csr-1", certificatesv1.KubeletServingSignerName, "system:node:"+node, nil, approved)
+	serving.Status.Certificate = []byte("cert")
+
+	empty := &Snapshot{Nodes: map[string]*corev1.Node{}}
+	if got := states(empty.NodeSteps(node, false, false)); got != "authenticated=pending;Node registered=pending;Node initialized=pending;serving CSR approved=pending;serving certificate issued=pending;Ready=pending;" {
+		t.Errorf("nothing yet: %s", got)
+	}
+	if got := states(empty.NodeSteps(node, false, true)); !strings.HasPrefix(got, "authenticated=done;") {
+		t.Errorf("after the webhook accepted a token: %s", got)
+	}
+	all := &Snapshot{Nodes: map[string]*corev1.Node{node: ready}, CSRs: []certificatesv1.CertificateSigningRequest{serving}}
+	for _, s := range all.NodeSteps(node, false, false) {
+		if s.State != Done {
+			t.Errorf("joined node: %s is %s", s.Step, s.State)
+		}
+	}
+	deniedSnap := &Snapshot{Nodes: map[string]*corev1.Node{node: tainted}, CSRs: []certificatesv1.CertificateSigningRequest{
+		request("csr-2", certificatesv1.KubeletServingSignerName, "system:node:"+node, nil, denied)},
+		NotInitialized: map[string]string{node: "address 198.18.0.12 (InternalIP) that the kubelet reports is not an address of instance i-0aaa"}}
+	st := deniedSnap.NodeSteps(node, false, false)
+	if got := states(st); got != "authenticated=done;Node registered=done;Node initialized=failed;serving CSR approved=failed;serving certificate issued=pending;Ready=done;" {
+		t.Errorf("refused node: %s", got)
+	}
+	if !strings.Contains(st[3].Detail, "CSR csr-2 denied: IP SAN 198.18.0.12 is not an address of instance i-0aaa") {
+		t.Errorf("denial detail %q", st[3].Detail)
+	}
+	// An instance not yet running is a wait, not a failure.
+	deniedSnap.NotInitialized[node] = "instance i-0aaa is pending, not running"
+	if st := deniedSnap.NodeSteps(node, false, false); st[2].State != Pending {
+		t.Errorf("pending instance: %s", st[2].State)
+	}
+}
+
+// In bootstrap-token mode, the client CSR a bootstrap user sends for the node counts as
+// the node's authentication; another node's does not.
+func TestBootstrapClientCSRIsMatchedBySubject(t *testing.T) {
+	approved := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved}
+	mine := request("node-csr-a", certificatesv1.KubeAPIServerClientKubeletSignerName, "system:bootstrap:abcdef", csrPEM(t, "system:node:"+node), approved)
+	mine.Status.Certificate = []byte("cert")
+	other := request("node-csr-b", certificatesv1.KubeAPIServerClientKubeletSignerName, "system:bootstrap:abcdef", csrPEM(t, "system:node:ip-198-18-0-12.local.internal"))
+	s := &Snapshot{Nodes: map[string]*corev1.Node{}, CSRs: []certificatesv1.CertificateSigningRequest{mine, other}}
+	st := s.NodeSteps(node, true, false)
+	if got := states(st[:2]); got != "authenticated=done;client certificate issued=done;" {
+		t.Errorf("bootstrap steps: %s", got)
+	}
+	if !strings.Contains(st[0].Detail, "node-csr-a") {
+		t.Errorf("matched %q", st[0].Detail)
+	}
+	s.CSRs = []certificatesv1.CertificateSigningRequest{other}
+	if st := s.NodeSteps(node, true, false); st[0].State != Pending {
+		t.Errorf("another node's client CSR counted: %+v", st[0])
+	}
+}
+
+func TestTrackerKeepsTheFirstTime(t *testing.T) {
+	tr := NewTracker()
+	t0 := metav1.Now().Time
+	if !tr.Mark(node, StepReady, t0) || tr.Mark(node, StepReady, t0.Add(1)) {
+		t.Error("Mark reported the wrong first time")
+	}
+	if at, ok := tr.At(node, StepReady); !ok || !at.Equal(t0) {
+		t.Errorf("At = %v, %v", at, ok)
+	}
+}

@@ -1,0 +1,147 @@
+package kubeletsim
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+// Nodes join with the credential plugin nodeadm writes into the kubelet's kubeconfig:
+// `nodeadm get-token` (this test binary, run as nodeadm) presigns STS
+// GetCallerIdentity with the instance role credentials its IMDS serves; kube-apiserver
+// hands the token to nodejoin's webhook, which verifies it with the local STS and maps
+// the role through aws-auth. A node whose role is not mapped is refused, and its status
+// says so.
+func TestJoinWithExecCredentials(t *testing.T) {
+	const account = "111122223333"
+	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhook = true })
+	ctx := t.Context()
+	cloudCtx, stopCloud := context.WithCancel(context.Background())
+	var cloudLogs testenv.SyncBuffer
+	cloud, err := localcloud.StartCloud(cloudCtx, account, env.Cluster.CA(), slog.New(slog.NewTextHandler(&cloudLogs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCloud()
+		if err := cloud.Wait(); err != nil {
+			t.Errorf("local cloud: %v", err)
+		}
+	})
+	if _, err := env.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "aws-auth", Namespace: metav1.NamespaceSystem},
+		Data: map[string]string{"mapRoles": "- rolearn: arn:aws:iam::" + account + ":role/workers\n" +
+			"  username: system:node:{{EC2PrivateDNSName}}\n  groups:\n  - system:bootstrappers\n  - system:nodes\n"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two instances, each with its own metadata service; only "workers" is mapped.
+	none := filepath.Join(t.TempDir(), "none")
+	launch := func(id, ip, role string) (localcloud.Instance, *clientcmdapi.ExecConfig) {
+		inst := localcloud.Instance{ID: id, PrivateIPv4: ip, AvailabilityZone: "us-west-2a", Type: "m5.large", AccountID: account, Role: role}
+		if err := localcloud.InstanceDefaults(&inst); err != nil {
+			t.Fatal(err)
+		}
+		if err := cloud.EC2.Launch(inst); err != nil {
+			t.Fatal(err)
+		}
+		imds := httptest.NewServer(localcloud.NewIMDS(inst, cloud.STS))
+		t.Cleanup(imds.Close)
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := []clientcmdapi.ExecEnvVar{{Name: helperEnv, Value: "nodeadm"}, {Name: node.EnvIMDSEndpoint, Value: imds.URL},
+			{Name: "AWS_ENDPOINT_URL_STS", Value: cloud.STSURL}, {Name: "AWS_CA_BUNDLE", Value: env.Cluster.CAFile()},
+			{Name: "AWS_CONFIG_FILE", Value: none}, {Name: "AWS_SHARED_CREDENTIALS_FILE", Value: none}}
+		for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"} {
+			env = append(env, clientcmdapi.ExecEnvVar{Name: v})
+		}
+		return inst, &clientcmdapi.ExecConfig{
+			APIVersion: "client.authentication.k8s.io/v1beta1", Command: self,
+			Args: []string{"get-token", "--cluster-name", "demo", "--region", "us-west-2"},
+			Env:  env, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		}
+	}
+	worker, workerExec := launch("i-0aaaaaaaaaaaaaaaa", "198.18.0.21", "workers")
+	stray, strayExec := launch("i-0bbbbbbbbbbbbbbbb", "198.18.0.22", "batch")
+
+	ec2 := inventory.NewEC2(cloud.ControllerConfig("us-west-2"), inventory.EC2Options{EC2Endpoint: cloud.EC2URL, IAMEndpoint: cloud.IAMURL, CacheTTL: time.Second})
+	p := env.Cluster.PKI()
+	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := env.Cluster.ListenTokenWebhook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t, env, func(c *manager.Config) {
+		c.Nodes, c.Instances = ec2, ec2
+		c.WebhookListener = wl
+		c.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		c.Verifier = &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()}
+	})
+
+	s := newSims(t)
+	start := func(inst localcloud.Instance, exec *clientcmdapi.ExecConfig) *Kubelet {
+		return s.start(cp, instance{node: inst.PrivateDNSName, id: inst.ID, ip: inst.PrivateIPv4}, func(c *Config) { c.Exec = exec })
+	}
+	k := start(worker, workerExec)
+	refused := start(stray, strayExec)
+	eventually(t, "the mapped node joined", func() (bool, error) { return joined(k), nil })
+	st := k.Status()
+	if !st.Authenticated || st.ClientCertificate != (Certificate{}) || st.ServingCertificate.Issued != 1 {
+		t.Errorf("status = %+v", st)
+	}
+	u := whoami(t, k.RESTConfig())
+	if u.Username != "system:node:"+worker.PrivateDNSName || !slices.Contains(u.Groups, "system:nodes") ||
+		!strings.HasPrefix(u.UID, "aws-iam-authenticator:"+account+":") || !slices.Equal(u.Extra["sessionName"], []string{worker.ID}) {
+		t.Errorf("the node acts as %+v", u)
+	}
+	servings := csrsOf(t, env.Client, worker.PrivateDNSName, certificatesv1.KubeletServingSignerName)
+	if len(servings) != 1 || servings[0].Spec.Username != "system:node:"+worker.PrivateDNSName || len(servings[0].Status.Certificate) == 0 ||
+		!slices.Equal(servings[0].Spec.Extra["sessionName"], certificatesv1.ExtraValue{worker.ID}) {
+		t.Errorf("serving CSRs = %+v", servings)
+	}
+	if n := len(csrsOf(t, env.Client, worker.PrivateDNSName, certificatesv1.KubeAPIServerClientKubeletSignerName)); n != 0 {
+		t.Errorf("%d client CSRs from a node with a credential plugin", n)
+	}
+
+	eventually(t, "the unmapped node's refusal recorded", func() (bool, error) { return strings.Contains(refused.Status().LastError, "Unauthorized"), nil })
+	if st := refused.Status(); st.Authenticated || st.Registered || st.Phase != PhaseRegistering {
+		t.Errorf("unmapped node status = %+v", st)
+	}
+	if !strings.Contains(cp.logs.String(), "role arn:aws:iam::"+account+":role/batch has no access entry or aws-auth mapping") {
+		t.Errorf("the webhook's reason is not in the controller log:\n%s", cp.logs.String())
+	}
+	if _, err := env.Client.CoreV1().Nodes().Get(ctx, stray.PrivateDNSName, metav1.GetOptions{}); err == nil {
+		t.Error("the unmapped node registered")
+	}
+	for _, l := range []string{s.logs.String(), cp.logs.String(), cloudLogs.String()} {
+		if strings.Contains(l, "k8s-aws-v1.") {
+			t.Error("a token reached a log")
+		}
+	}
+}

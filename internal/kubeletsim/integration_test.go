@@ -1,0 +1,775 @@
+package kubeletsim
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+// instance is one simulated node and the instance the inventory knows behind it.
+type instance struct {
+	node, id, ip string
+	// inventoryIP, when set, is the instance's address in the inventory; ip is the one
+	// the node claims.
+	inventoryIP string
+}
+
+func simNode(n int) instance {
+	return instance{node: fmt.Sprintf("ip-198-18-%d-%d.local.internal", n/240, 10+n%240), id: fmt.Sprintf("i-0%016x", n), ip: fmt.Sprintf("198.18.%d.%d", n/240, 10+n%240)}
+}
+
+// writeInventory writes the file inventory nodejoin-controller checks serving CSRs against.
+func writeInventory(t testing.TB, path string, insts ...instance) {
+	t.Helper()
+	type entry struct {
+		ID             string   `json:"id"`
+		State          string   `json:"state"`
+		PrivateDNSName string   `json:"privateDnsName"`
+		DNSNames       []string `json:"dnsNames"`
+		IPs            []string `json:"ips"`
+	}
+	m := map[string]entry{}
+	for _, in := range insts {
+		ip := in.ip
+		if in.inventoryIP != "" {
+			ip = in.inventoryIP
+		}
+		m[in.node] = entry{ID: in.id, State: "running", PrivateDNSName: in.node, DNSNames: []string{in.node}, IPs: []string{ip}}
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// controlPlane is a real kube-apiserver with nodejoin-controller's CSR approver and
+// signer running in this process against a file inventory.
+type controlPlane struct {
+	env       *testenv.Env
+	inventory string
+	logs      *testenv.SyncBuffer
+	caPEM     []byte
+}
+
+// startControlPlane starts the API server (unless env is given) and the manager: RBAC
+// installed, CSRs approved against the file inventory and signed by the cluster CA;
+// extra changes the manager's configuration.
+func startControlPlane(t testing.TB, env *testenv.Env, extra func(*manager.Config)) *controlPlane {
+	t.Helper()
+	if env == nil {
+		env = testenv.Start(t)
+	}
+	cp := &controlPlane{env: env, inventory: filepath.Join(t.TempDir(), "inventory.json"), logs: &testenv.SyncBuffer{}, caPEM: env.Cluster.CA().CertPEM()}
+	writeInventory(t, cp.inventory)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	cfg := manager.Config{
+		REST:                 env.Config,
+		Log:                  slog.New(slog.NewTextHandler(cp.logs, nil)),
+		Signer:               &csr.Signer{CA: env.Cluster.CA()},
+		Nodes:                &inventory.File{Path: cp.inventory},
+		InstallRBAC:          true,
+		TokenCleanupInterval: -1,
+		OnStarted:            func() { close(started) },
+	}
+	if extra != nil {
+		extra(&cfg)
+	}
+	done := make(chan error, 1)
+	go func() { done <- manager.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller log:\n%s", cp.logs.String())
+		}
+	})
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("manager: %v\n%s", err, cp.logs.String())
+	}
+	return cp
+}
+
+// sims runs simulated nodes for a test and stops them when it ends.
+type sims struct {
+	t      testing.TB
+	ctx    context.Context
+	cancel context.CancelFunc
+	logs   testenv.SyncBuffer
+	mu     sync.Mutex
+	all    []*Kubelet
+}
+
+func newSims(t testing.TB) *sims {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sims{t: t, ctx: ctx, cancel: cancel}
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("kubelet log:\n%s", s.logs.String())
+		}
+	})
+	return s
+}
+
+// stop stops every node and checks that each stopped cleanly.
+func (s *sims) stop() {
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.all {
+		if err := k.Wait(); err != nil {
+			s.t.Errorf("node %s: %v", k.Name(), err)
+		}
+		if st := k.Status(); st.Phase != PhaseStopped {
+			s.t.Errorf("node %s ended in phase %s", k.Name(), st.Phase)
+		}
+	}
+	s.all = nil
+}
+
+func (s *sims) start(cp *controlPlane, in instance, change func(*Config)) *Kubelet {
+	s.t.Helper()
+	cfg := Config{
+		NodeName: in.node, InternalIP: in.ip, ProviderID: "aws:///us-west-2a/" + in.id,
+		InstanceType: "m5.large", Zone: "us-west-2a", Region: "us-west-2",
+		Labels: map[string]string{"eks.amazonaws.com/nodegroup": "workers"},
+		Server: cp.env.Config.Host, CAData: cp.caPEM,
+		Log: slog.New(slog.NewTextHandler(&s.logs, nil)),
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	k, err := Start(s.ctx, cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.all = append(s.all, k)
+	s.mu.Unlock()
+	return k
+}
+
+// eventually polls cond every 100ms until it holds, failing the test after a generous
+// minute (a bound against hanging, not a performance assertion).
+func eventually(t testing.TB, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return cond() }); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// joined reports whether the node is registered, Ready and has its serving certificate.
+func joined(k *Kubelet) bool {
+	st := k.Status()
+	return st.Phase == PhaseRunning && st.Registered && st.Ready && st.ServingCertificate.State == CSRIssued
+}
+
+func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == typ {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func parseCert(t testing.TB, data []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatal("no PEM certificate")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// whoami asks the API server who a configuration's credentials are.
+func whoami(t testing.TB, cfg *rest.Config) authenticationv1.UserInfo {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.UserInfo
+}
+
+// csrsOf returns the CSRs of one signer whose request names the node.
+func csrsOf(t testing.TB, client kubernetes.Interface, node, signer string) []certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	list, err := client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []certificatesv1.CertificateSigningRequest
+	for _, c := range list.Items {
+		req, err := csr.ParseRequest(c.Spec.Request)
+		if err == nil && c.Spec.SignerName == signer && req.Subject.CommonName == "system:node:"+node {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Three nodes join with a node group's bootstrap token, as kubelets do with TLS
+// bootstrapping, against the real kube-apiserver and nodejoin's approver and signer.
+func TestJoinWithBootstrapTokens(t *testing.T) {
+	cp := startControlPlane(t, nil, nil)
+	admin := cp.env.Client
+	ctx := t.Context()
+	nodes := []instance{simNode(1), simNode(2), simNode(3)}
+	writeInventory(t, cp.inventory, nodes...)
+	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenID := strings.SplitN(token, ".", 2)[0]
+	s := newSims(t)
+	var ks []*Kubelet
+	for _, in := range nodes {
+		ks = append(ks, s.start(cp, in, func(c *Config) { c.BootstrapToken = token; c.LeaseDuration = 4 * time.Second }))
+	}
+	for _, k := range ks {
+		eventually(t, "node "+k.Name()+" joined", func() (bool, error) { return joined(k), nil })
+	}
+
+	for i, k := range ks {
+		in := nodes[i]
+		st := k.Status()
+		if !st.Authenticated || st.ClientCertificate.State != CSRIssued || st.ClientCertificate.Issued != 1 || st.ServingCertificate.Issued != 1 || st.LastError != "" {
+			t.Errorf("%s status = %+v", in.node, st)
+		}
+		// The Node, as the kubelet registers it.
+		node, err := admin.CoreV1().Nodes().Get(ctx, in.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]string{
+			corev1.LabelHostname: in.node, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64", corev1.LabelInstanceTypeStable: "m5.large",
+			corev1.LabelTopologyZone: "us-west-2a", corev1.LabelTopologyRegion: "us-west-2", "eks.amazonaws.com/nodegroup": "workers",
+		} {
+			if node.Labels[key] != want {
+				t.Errorf("%s label %s = %q", in.node, key, node.Labels[key])
+			}
+		}
+		// The node adds no taint; kube-apiserver's TaintNodesByCondition admission adds
+		// not-ready, which kube-controller-manager (not running here) would lift.
+		if node.Spec.ProviderID != "aws:///us-west-2a/"+in.id || node.Spec.PodCIDR != "" || node.Status.NodeInfo.KubeletVersion != "v1.37.1" ||
+			slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key != corev1.TaintNodeNotReady }) {
+			t.Errorf("%s spec %+v, kubelet %s", in.node, node.Spec, node.Status.NodeInfo.KubeletVersion)
+		}
+		ready := false
+		for _, c := range node.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.Reason == "KubeletReady")
+		}
+		if !ready || node.Status.Addresses[0].Address != in.ip || node.Status.Capacity.Pods().Value() != 110 {
+			t.Errorf("%s status = %+v", in.node, node.Status)
+		}
+
+		// Its Lease, owned by the Node and renewed.
+		lease, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, in.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *lease.Spec.HolderIdentity != in.node || *lease.Spec.LeaseDurationSeconds != 4 || len(lease.OwnerReferences) != 1 ||
+			lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].UID != node.UID {
+			t.Errorf("%s lease = %+v", in.node, lease)
+		}
+		first := lease.Spec.RenewTime.Time
+		eventually(t, in.node+" lease renewed", func() (bool, error) {
+			l, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, in.node, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime.After(first), err
+		})
+
+		// The client certificate: requested with the bootstrap token, approved as a
+		// first kubelet client certificate, issued.
+		clients := csrsOf(t, admin, in.node, certificatesv1.KubeAPIServerClientKubeletSignerName)
+		if len(clients) != 1 {
+			t.Fatalf("%s: %d client CSRs", in.node, len(clients))
+		}
+		cc := clients[0]
+		if !strings.HasPrefix(cc.Name, "node-csr-") || cc.Spec.Username != "system:bootstrap:"+tokenID || !slices.Contains(cc.Spec.Groups, "system:bootstrappers:workers") ||
+			!slices.Equal(cc.Spec.Usages, []certificatesv1.KeyUsage{"digital signature", "client auth"}) || cc.Name != st.ClientCertificate.CSR {
+			t.Errorf("%s client CSR = %s %+v", in.node, cc.Name, cc.Spec)
+		}
+		if a := condition(&cc, certificatesv1.CertificateApproved); a == nil || a.Message != csr.MessageClient || len(cc.Status.Certificate) == 0 {
+			t.Errorf("%s client CSR status = %+v", in.node, cc.Status.Conditions)
+		}
+		if c := parseCert(t, cc.Status.Certificate); c.Subject.CommonName != "system:node:"+in.node || !slices.Equal(c.Subject.Organization, []string{"system:nodes"}) ||
+			!slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+			t.Errorf("%s client certificate = %v %v", in.node, c.Subject, c.ExtKeyUsage)
+		}
+
+		// The serving certificate: requested by the node itself, exactly the kubelet's
+		// request, approved after the inventory check, issued.
+		servings := csrsOf(t, admin, in.node, certificatesv1.KubeletServingSignerName)
+		if len(servings) != 1 {
+			t.Fatalf("%s: %d serving CSRs", in.node, len(servings))
+		}
+		sc := servings[0]
+		if sc.GenerateName != "csr-" || sc.Spec.Username != "system:node:"+in.node || !slices.Contains(sc.Spec.Groups, "system:nodes") ||
+			!slices.Equal(sc.Spec.Usages, []certificatesv1.KeyUsage{"digital signature", "server auth"}) || sc.Spec.ExpirationSeconds != nil {
+			t.Errorf("%s serving CSR = %s %+v", in.node, sc.Name, sc.Spec)
+		}
+		req, err := csr.ParseRequest(sc.Spec.Request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.PublicKeyAlgorithm != x509.ECDSA || !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) ||
+			!slices.Equal(req.DNSNames, []string{in.node}) || len(req.IPAddresses) != 1 || req.IPAddresses[0].String() != in.ip || len(req.EmailAddresses)+len(req.URIs) != 0 {
+			t.Errorf("%s serving request = %v DNS %v IP %v", in.node, req.Subject, req.DNSNames, req.IPAddresses)
+		}
+		if a := condition(&sc, certificatesv1.CertificateApproved); a == nil || a.Reason != csr.ReasonApproved || a.Message != csr.MessageServing {
+			t.Errorf("%s serving CSR conditions = %+v", in.node, sc.Status.Conditions)
+		}
+		cert := parseCert(t, sc.Status.Certificate)
+		roots := x509.NewCertPool()
+		roots.AddCert(cp.env.Cluster.CA().Cert)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: in.node}); err != nil {
+			t.Errorf("%s serving certificate: %v", in.node, err)
+		}
+		if cert.Subject.CommonName != "system:node:"+in.node || !slices.Equal(cert.DNSNames, []string{in.node}) || cert.IPAddresses[0].String() != in.ip ||
+			!slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) || !st.ServingCertificate.NotAfter.Equal(cert.NotAfter) {
+			t.Errorf("%s serving certificate = %v %v %v %v", in.node, cert.Subject, cert.DNSNames, cert.IPAddresses, cert.ExtKeyUsage)
+		}
+
+		// The node acts with its client certificate, as system:node:<name>, and the
+		// Node authorizer holds it to its own objects.
+		u := whoami(t, k.RESTConfig())
+		if u.Username != "system:node:"+in.node || !slices.Contains(u.Groups, "system:nodes") {
+			t.Errorf("%s acts as %+v", in.node, u)
+		}
+		asNode, err := kubernetes.NewForConfig(k.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := nodes[(i+1)%len(nodes)].node
+		if _, err := asNode.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, other, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("%s reading %s's lease: %v, want Forbidden", in.node, other, err)
+		}
+	}
+
+	// A label a kubelet may not set: NodeRestriction forbids the registration, and the
+	// node keeps trying, saying why.
+	barred := s.start(cp, simNode(4), func(c *Config) {
+		c.BootstrapToken = token
+		c.Labels = map[string]string{"node-restriction.kubernetes.io/trusted": "true"}
+	})
+	eventually(t, "forbidden registration reported", func() (bool, error) {
+		st := barred.Status()
+		return st.Phase == PhaseRegistering && strings.Contains(st.LastError, "registering the node was forbidden, retrying") &&
+			strings.Contains(st.LastError, "node-restriction.kubernetes.io/"), nil
+	})
+	if st := barred.Status(); st.Registered || !strings.Contains(s.logs.String(), "registering the node was forbidden") {
+		t.Errorf("barred node = %+v", st)
+	}
+
+	if strings.Contains(s.logs.String(), strings.SplitN(token, ".", 2)[1]) {
+		t.Error("the bootstrap token's secret reached the log")
+	}
+}
+
+// A node that claims another instance's address registers and runs, but its serving
+// CSR is denied; its status says why, and it keeps running and asking, as a kubelet
+// does. A denied bootstrap CSR ends the node with the reason.
+func TestDeniedCSRs(t *testing.T) {
+	cp := startControlPlane(t, nil, nil)
+	ctx := t.Context()
+	honest := simNode(1)
+	impostor := simNode(2)
+	impostor.inventoryIP, impostor.ip = impostor.ip, honest.ip
+	writeInventory(t, cp.inventory, honest, impostor)
+	token, err := bootstraptoken.Mint(ctx, cp.env.Client, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSims(t)
+	k := s.start(cp, impostor, func(c *Config) { c.BootstrapToken = token })
+	eventually(t, "serving CSR denied", func() (bool, error) { return k.Status().ServingCertificate.State == CSRDenied, nil })
+	st := k.Status()
+	want := "IP SAN " + honest.ip + " is not an address of instance " + impostor.id
+	if st.ServingCertificate.Reason != csr.ReasonSANs || st.ServingCertificate.Message != want {
+		t.Errorf("serving certificate = %+v, want reason %s, message %q", st.ServingCertificate, csr.ReasonSANs, want)
+	}
+	if st.Phase != PhaseRunning || !st.Registered || !st.Ready || st.ClientCertificate.State != CSRIssued {
+		t.Errorf("status = %+v", st)
+	}
+	// The kubelet retries with a new CSR, which is denied again.
+	eventually(t, "a second serving CSR", func() (bool, error) {
+		return len(csrsOf(t, cp.env.Client, impostor.node, certificatesv1.KubeletServingSignerName)) >= 2, nil
+	})
+	for _, c := range csrsOf(t, cp.env.Client, impostor.node, certificatesv1.KubeletServingSignerName) {
+		if len(c.Status.Certificate) > 0 {
+			t.Errorf("CSR %s was issued", c.Name)
+		}
+	}
+	select {
+	case <-k.Done():
+		t.Fatalf("a denied serving CSR stopped the node: %v", k.Wait())
+	default:
+	}
+	if !strings.Contains(k.Status().LastError, csr.ReasonSANs) {
+		t.Errorf("last error = %q", k.Status().LastError)
+	}
+
+	// A denied bootstrap CSR, by contrast, ends the node, as it ends a kubelet: here
+	// bootstrappers lose the right to ask for client certificates.
+	if err := cp.env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "nodejoin:nodeclient", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	third := simNode(3)
+	writeInventory(t, cp.inventory, honest, impostor, third)
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = Run(runCtx, Config{NodeName: third.node, InternalIP: third.ip, Server: cp.env.Config.Host, CAData: cp.caPEM, BootstrapToken: token})
+	var denied *CSRError
+	if !errors.As(err, &denied) || denied.State != CSRDenied || denied.Reason != csr.ReasonAccessReview ||
+		denied.Signer != certificatesv1.KubeAPIServerClientKubeletSignerName || !strings.HasPrefix(denied.CSR, "node-csr-") {
+		t.Errorf("Run with a denied bootstrap CSR: %v", err)
+	}
+}
+
+// Pods bound to a node run; deleting or evicting one is confirmed by the node; a
+// disruption budget that allows no disruption keeps a pod.
+func TestPodLifecycle(t *testing.T) {
+	cp := startControlPlane(t, nil, nil)
+	admin := cp.env.Client
+	ctx := t.Context()
+	in := simNode(1)
+	writeInventory(t, cp.inventory, in)
+	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSims(t)
+	k := s.start(cp, in, func(c *Config) { c.BootstrapToken = token })
+	eventually(t, "joined", func() (bool, error) { return joined(k), nil })
+	// No kube-controller-manager runs: make the service account its controller would.
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pods := admin.CoreV1().Pods("default")
+	newPod := func(name, app string) *corev1.Pod {
+		p, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{
+				NodeName:       in.node,
+				InitContainers: []corev1.Container{{Name: "setup", Image: "busybox"}, {Name: "proxy", Image: "envoy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
+				Containers:     []corev1.Container{{Name: "app", Image: "nginx"}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	runningReady := func(name string) func() (bool, error) {
+		return func() (bool, error) {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					return p.Status.Phase == corev1.PodRunning && c.Status == corev1.ConditionTrue, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	gone := func(name string) func() (bool, error) {
+		return func() (bool, error) {
+			_, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		}
+	}
+
+	newPod("plain", "plain")
+	eventually(t, "pod running and ready", runningReady("plain"))
+	p, err := pods.Get(ctx, "plain", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.HostIP != in.ip || !k.cfg.PodCIDR.Contains(mustAddr(t, p.Status.PodIP)) || p.Status.StartTime == nil ||
+		len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready || len(p.Status.InitContainerStatuses) != 2 {
+		t.Errorf("pod status = %+v", p.Status)
+	}
+	// Deleted with the default grace period: the node confirms at once.
+	if err := pods.Delete(ctx, "plain", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleted pod gone", gone("plain"))
+
+	// Evicted through the Eviction API, under a budget that allows one disruption.
+	// No disruption controller runs: the test writes the budget's status as it would.
+	budget := func(name, app string, allowed int32) {
+		pdb, err := admin.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1 - allowed)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: allowed, CurrentHealthy: 1, DesiredHealthy: 1 - allowed, ExpectedPods: 1}
+		if _, err := admin.PolicyV1().PodDisruptionBudgets("default").UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evict := func(name string) error {
+		return pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
+	}
+	newPod("web", "web")
+	budget("web", "web", 1)
+	eventually(t, "web running", runningReady("web"))
+	if err := evict("web"); err != nil {
+		t.Fatalf("evicting web: %v", err)
+	}
+	eventually(t, "evicted pod gone", gone("web"))
+
+	newPod("db", "db")
+	budget("db", "db", 0)
+	eventually(t, "db running", runningReady("db"))
+	if err := evict("db"); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("evicting db against its budget: %v, want TooManyRequests", err)
+	}
+	if ok, err := runningReady("db")(); !ok || err != nil {
+		t.Errorf("db after a refused eviction: %v %v", ok, err)
+	}
+	if st := k.Status(); st.PodsStarted != 3 || st.PodsDeleted != 2 {
+		t.Errorf("pods started %d, deleted %d", st.PodsStarted, st.PodsDeleted)
+	}
+}
+
+// Both certificates rotate at their deadline: the client certificate is renewed with a
+// CSR that the node makes with its current certificate (approved as a self client
+// certificate), the node keeps working with the new one, and the serving certificate
+// is replaced by a fresh CSR.
+func TestCertificateRotation(t *testing.T) {
+	cp := startControlPlane(t, nil, nil)
+	admin := cp.env.Client
+	ctx := t.Context()
+	in := simNode(1)
+	writeInventory(t, cp.inventory, in)
+	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rotate each kind of certificate once, two seconds after it arrives, then at the
+	// kubelet's own deadline.
+	var mu sync.Mutex
+	rotated := map[x509.ExtKeyUsage]bool{}
+	s := newSims(t)
+	k := s.start(cp, in, func(c *Config) {
+		c.BootstrapToken = token
+		c.LeaseDuration = 4 * time.Second
+		c.rotationDeadline = func(cert *x509.Certificate) time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			if !rotated[cert.ExtKeyUsage[0]] {
+				rotated[cert.ExtKeyUsage[0]] = true
+				return time.Now().Add(2 * time.Second)
+			}
+			return jitteredDeadline(cert)
+		}
+	})
+	eventually(t, "both certificates rotated", func() (bool, error) {
+		st := k.Status()
+		return st.ClientCertificate.Issued == 2 && st.ServingCertificate.Issued == 2 && st.ServingCertificate.State == CSRIssued && st.ClientCertificate.State == CSRIssued, nil
+	})
+	clients := csrsOf(t, admin, in.node, certificatesv1.KubeAPIServerClientKubeletSignerName)
+	if len(clients) != 2 {
+		t.Fatalf("%d client CSRs", len(clients))
+	}
+	slices.SortFunc(clients, func(a, b certificatesv1.CertificateSigningRequest) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	renewal := clients[1]
+	if !strings.HasPrefix(renewal.Name, "csr-") || renewal.Spec.Username != "system:node:"+in.node {
+		t.Errorf("renewal CSR %s by %s", renewal.Name, renewal.Spec.Username)
+	}
+	if a := condition(&renewal, certificatesv1.CertificateApproved); a == nil || a.Message != csr.MessageSelfClient {
+		t.Errorf("renewal conditions = %+v", renewal.Status.Conditions)
+	}
+	if n := len(csrsOf(t, admin, in.node, certificatesv1.KubeletServingSignerName)); n != 2 {
+		t.Errorf("%d serving CSRs", n)
+	}
+	// The node goes on with the renewed certificate: its Lease is renewed again, and
+	// it presents the new certificate.
+	renewals := k.Status().LeaseRenewals
+	eventually(t, "lease renewed after the rotation", func() (bool, error) { return k.Status().LeaseRenewals > renewals+1, nil })
+	if u := whoami(t, k.RESTConfig()); u.Username != "system:node:"+in.node {
+		t.Errorf("after rotation the node acts as %+v", u)
+	}
+	current := k.creds.cert.Load().Leaf
+	if !current.Equal(parseCert(t, renewal.Status.Certificate)) {
+		t.Error("the node does not present its renewed client certificate")
+	}
+	// Closing the connections at the switch may fail a request in flight, as it does for
+	// the kubelet; that request is retried. Nothing else may have failed.
+	if st := k.Status(); st.LastError != "" && !strings.Contains(st.LastError, "use of closed network connection") {
+		t.Errorf("last error = %q", st.LastError)
+	}
+}
+
+func mustAddr(t testing.TB, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A node that starts again under the same name (a restarted kubelet) takes its Node
+// over: same object, its labels merged in, a new boot ID, heartbeats and Lease renewals
+// from the new process; its pods keep running with their addresses.
+func TestRestartTakesOverTheNode(t *testing.T) {
+	cp := startControlPlane(t, nil, nil)
+	admin := cp.env.Client
+	ctx := t.Context()
+	in := simNode(1)
+	writeInventory(t, cp.inventory, in)
+	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := func(c *Config) {
+		c.BootstrapToken = token
+		c.StatusInterval = time.Second
+		c.LeaseDuration = 4 * time.Second
+	}
+	first := newSims(t)
+	k := first.start(cp, in, change)
+	eventually(t, "joined", func() (bool, error) { return joined(k), nil })
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pods := admin.CoreV1().Pods("default")
+	if _, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.PodSpec{NodeName: in.node, Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var podIP string
+	eventually(t, "pod running", func() (bool, error) {
+		p, err := pods.Get(ctx, "web", metav1.GetOptions{})
+		podIP = p.Status.PodIP
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
+	})
+	// Heartbeats every StatusInterval, even with nothing to report.
+	heartbeat := func() time.Time {
+		n, err := admin.CoreV1().Nodes().Get(ctx, in.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.LastHeartbeatTime.Time
+			}
+		}
+		return time.Time{}
+	}
+	beat := heartbeat()
+	eventually(t, "a heartbeat", func() (bool, error) { return heartbeat().After(beat), nil })
+
+	before, err := admin.CoreV1().Nodes().Get(ctx, in.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone labels the Node meanwhile; the kubelet stops.
+	before.Labels["team"] = "payments"
+	if _, err := admin.CoreV1().Nodes().Update(ctx, before, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+
+	second := newSims(t)
+	k2 := second.start(cp, in, func(c *Config) { change(c); c.Labels = map[string]string{"eks.amazonaws.com/nodegroup": "workers-v2"} })
+	eventually(t, "joined again", func() (bool, error) { return joined(k2), nil })
+	after, err := admin.CoreV1().Nodes().Get(ctx, in.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID || after.Status.NodeInfo.BootID == before.Status.NodeInfo.BootID ||
+		after.Labels["team"] != "payments" || after.Labels["eks.amazonaws.com/nodegroup"] != "workers-v2" {
+		t.Errorf("after the restart: uid %s→%s, boot %s→%s, labels %v", before.UID, after.UID, before.Status.NodeInfo.BootID, after.Status.NodeInfo.BootID, after.Labels)
+	}
+	renewals := k2.Status().LeaseRenewals
+	eventually(t, "the new process renews the Lease", func() (bool, error) { return k2.Status().LeaseRenewals > renewals, nil })
+	p, err := pods.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != podIP {
+		t.Errorf("pod after the restart: %s %s (was %s)", p.Status.Phase, p.Status.PodIP, podIP)
+	}
+	// A new pod gets another address than the one the old pod kept.
+	if _, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "api"},
+		Spec:       corev1.PodSpec{NodeName: in.node, Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "second pod running", func() (bool, error) {
+		p, err := pods.Get(ctx, "api", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP == podIP {
+			t.Fatalf("two pods have address %s", podIP)
+		}
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
+	})
+	if st := k2.Status(); st.LastError != "" {
+		t.Errorf("last error = %q", st.LastError)
+	}
+}

@@ -1,0 +1,63 @@
+package local
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/nodejoin/nodejoin/internal/localcloud"
+)
+
+// Addresses start at the eleventh of the range, skip the bridge's, are reused once
+// released, and running out names the flag that gives more.
+func TestAddressAllocation(t *testing.T) {
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000"},
+		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.12")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		a, err := p.allocate()
+		if err != nil {
+			if !strings.Contains(err.Error(), "--node-cidr") {
+				t.Errorf("exhaustion error %q does not name --node-cidr", err)
+			}
+			break
+		}
+		got = append(got, a.String())
+	}
+	// .11, (.12 is the bridge), .13, .14; .15 is the broadcast address.
+	if strings.Join(got, " ") != "198.18.0.11 198.18.0.13 198.18.0.14" {
+		t.Errorf("allocated %v", got)
+	}
+	p.release(netip.MustParseAddr("198.18.0.13"))
+	if a, err := p.allocate(); err != nil || a.String() != "198.18.0.13" {
+		t.Errorf("after release: %v, %v", a, err)
+	}
+	if name := p.dnsName(netip.MustParseAddr("198.18.0.11")); name != "ip-198-18-0-11.local.internal" {
+		t.Errorf("dns name %s", name)
+	}
+}
+
+func TestVethNamesFitAnInterfaceName(t *testing.T) {
+	prefix := netip.MustParsePrefix("198.18.0.0/16")
+	for _, a := range []string{"198.18.0.11", "198.18.255.254"} {
+		n := vethName(prefix, netip.MustParseAddr(a))
+		if len(n) > 15 {
+			t.Errorf("%s: %q is longer than an interface name may be", a, n)
+		}
+	}
+	if a, b := vethName(prefix, netip.MustParseAddr("198.18.1.2")), vethName(prefix, netip.MustParseAddr("198.18.2.1")); a == b {
+		t.Errorf("two addresses share veth %s", a)
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	if got := unescapeMount(`/var/lib/my\040dir`); got != "/var/lib/my dir" {
+		t.Errorf("got %q", got)
+	}
+	if got := unescapeMount(`/plain`); got != "/plain" {
+		t.Errorf("got %q", got)
+	}
+}
