@@ -150,8 +150,7 @@ func (c *Controller) Check(ctx context.Context, node *corev1.Node) (string, erro
 	for _, a := range node.Status.Addresses {
 		switch a.Type {
 		case corev1.NodeInternalIP, corev1.NodeExternalIP:
-			ip, err := netip.ParseAddr(a.Address)
-			if err != nil || !slices.Contains(inst.IPs, ip.Unmap()) {
+			if !owns(inst.IPs, a.Address) {
 				return fmt.Sprintf("address %s (%s) that the kubelet reports is not an address of instance %s", a.Address, a.Type, inst.ID), nil
 			}
 			internal = internal || a.Type == corev1.NodeInternalIP
@@ -206,4 +205,10 @@ func (c *Controller) event(ctx context.Context, node *corev1.Node, normal bool, 
 	if _, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		c.logger().Warn("recording event failed", "node", node.Name, "err", err)
 	}
+}
+
+// owns reports whether addr is one of ips.
+func owns(ips []netip.Addr, addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	return err == nil && slices.Contains(ips, ip.Unmap())
 }

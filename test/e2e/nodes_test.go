@@ -372,3 +372,30 @@ func TestDownCleansUpInstancesAfterACrash(t *testing.T) {
 	c.run("down", "--name", name)
 	c.assertNothingLeft(name, ifaces)
 }
+
+// Fifty simulated kubelets join one cluster through the same webhook, approver, signer
+// and node initializer, and all become Ready.
+func TestFiftySimulatedKubeletsJoin(t *testing.T) {
+	c := newCLI(t)
+	name := "e2e-sim"
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	out := c.run("up", "--name", name, "--nodes", "50", "--kubelet", "sim", "--detach")
+	if !strings.Contains(out, "50 node(s) Ready") {
+		t.Errorf("up output:\n%s", out)
+	}
+	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	if got := c.readyNodes(kubeconfig); len(got) != 50 {
+		t.Errorf("%d Ready nodes, want 50", len(got))
+	}
+	if users := c.assertIssuedByClusterCA(kubeconfig, name, "kubernetes.io/kubelet-serving"); len(users) != 50 {
+		t.Errorf("%d serving CSRs, want 50", len(users))
+	}
+	for n, taints := range c.nodeTaints(kubeconfig) {
+		if slices.Contains(taints, "node.cloudprovider.kubernetes.io/uninitialized") {
+			t.Errorf("%s was not initialized", n)
+		}
+	}
+	s := c.readState(name)
+	c.run("down", "--name", name)
+	c.assertGone(name, s)
+}

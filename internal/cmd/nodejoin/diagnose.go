@@ -190,30 +190,7 @@ func diagnose(ctx context.Context, dir string, rec *local.Record) *report {
 	}
 	r.logs = append(r.logs, "controller: "+controllerLog)
 
-	inst := finding{Status: joinstatus.Status{Step: joinstatus.StepInstance, State: joinstatus.Done, Detail: "launched " + rec.Launched.Format("15:04:05")}}
-	if rec.Namespace != "" && !(netns.NS{Name: rec.Namespace}).Exists() {
-		inst.State, inst.Detail = joinstatus.Failed, "its network namespace "+rec.Namespace+" is gone (the instance was terminated)"
-	}
-	r.steps = append(r.steps, inst)
-
-	nodeadm := finding{Status: joinstatus.Status{Step: joinstatus.StepNodeadm, State: joinstatus.Done}}
-	if rec.Kubelet == local.KubeletReal {
-		data, err := os.ReadFile(nodeadmLog)
-		switch {
-		case err != nil:
-			nodeadm.State, nodeadm.Detail = joinstatus.Pending, "no nodeadm log yet"
-		case strings.Contains(string(data), "✓ kubelet running"):
-			nodeadm.Detail = "files written, containerd and kubelet started"
-		default:
-			nodeadm.State, nodeadm.Detail = joinstatus.Failed, "nodeadm init did not start the kubelet"
-			if e := local.LastErrorLine(nodeadmLog); e != "" {
-				nodeadm.Evidence = append(nodeadm.Evidence, "nodeadm: "+e)
-			}
-		}
-	} else {
-		nodeadm.Detail = "simulated kubelet"
-	}
-	r.steps = append(r.steps, nodeadm)
+	r.steps = append(r.steps, instanceFinding(rec), nodeadmFinding(rec, nodeadmLog))
 
 	var snap *joinstatus.Snapshot
 	client, err := adminClient(dir)
@@ -234,46 +211,7 @@ func diagnose(ctx context.Context, dir string, rec *local.Record) *report {
 	if rec.Kubelet == local.KubeletReal {
 		lastKubeletError = kubeletEvidence(kubeletLog)
 	}
-	blocked := false
-	for _, st := range snap.NodeSteps(rec.NodeName, bootstrap, len(accepted) > 0) {
-		f := finding{Status: st}
-		if blocked && st.State == joinstatus.Pending {
-			r.steps = append(r.steps, f)
-			continue
-		}
-		switch {
-		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Done && !bootstrap:
-			f.Detail = fmt.Sprintf("the webhook accepted %d token(s) for %s", len(accepted), user)
-			if len(accepted) == 0 {
-				f.Detail = "requests made as " + user + " reached the API server"
-			}
-		case st.Step == joinstatus.StepAuthenticated && other != "":
-			f.State, f.Detail = joinstatus.Failed, foreignIdentityReason(rec.NodeName, other)
-			f.Evidence = append(f.Evidence, "kubelet: "+otherLine)
-			if acc, _ := webhookDecisions(controllerLog, "system:node:"+other); len(acc) > 0 {
-				f.Evidence = append(f.Evidence, "webhook (latest token accepted as "+other+"): "+acc[len(acc)-1])
-			}
-			blocked = true
-		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Pending:
-			f.Detail = "no token of this node was accepted"
-			if lastDenied != "" {
-				f.Evidence = append(f.Evidence, "webhook (latest denial, of any node): "+lastDenied)
-			}
-			if lastKubeletError != "" {
-				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
-			}
-			blocked = true
-		case st.State == joinstatus.Failed:
-			if lastKubeletError != "" {
-				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
-			}
-			blocked = true
-		case st.State == joinstatus.Pending && lastKubeletError != "":
-			f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
-			blocked = true
-		}
-		r.steps = append(r.steps, f)
-	}
+	r.steps = append(r.steps, apiFindings(snap, rec, bootstrap, accepted, lastDenied, other, otherLine, lastKubeletError, controllerLog)...)
 	return r
 }
 
@@ -322,4 +260,85 @@ func kubeletEvidence(path string) string {
 		return best
 	}
 	return local.LastErrorLine(path)
+}
+
+// instanceFinding reports whether the instance still exists.
+func instanceFinding(rec *local.Record) finding {
+	inst := finding{Status: joinstatus.Status{Step: joinstatus.StepInstance, State: joinstatus.Done, Detail: "launched " + rec.Launched.Format("15:04:05")}}
+	if rec.Namespace != "" && !(netns.NS{Name: rec.Namespace}).Exists() {
+		inst.State, inst.Detail = joinstatus.Failed, "its network namespace "+rec.Namespace+" is gone (the instance was terminated)"
+	}
+
+	return inst
+}
+
+// nodeadmFinding reports how nodeadm init ended.
+func nodeadmFinding(rec *local.Record, nodeadmLog string) finding {
+	nodeadm := finding{Status: joinstatus.Status{Step: joinstatus.StepNodeadm, State: joinstatus.Done}}
+	if rec.Kubelet == local.KubeletReal {
+		data, err := os.ReadFile(nodeadmLog)
+		switch {
+		case err != nil:
+			nodeadm.State, nodeadm.Detail = joinstatus.Pending, "no nodeadm log yet"
+		case strings.Contains(string(data), "✓ kubelet running"):
+			nodeadm.Detail = "files written, containerd and kubelet started"
+		default:
+			nodeadm.State, nodeadm.Detail = joinstatus.Failed, "nodeadm init did not start the kubelet"
+			if e := local.LastErrorLine(nodeadmLog); e != "" {
+				nodeadm.Evidence = append(nodeadm.Evidence, "nodeadm: "+e)
+			}
+		}
+	} else {
+		nodeadm.Detail = "simulated kubelet"
+	}
+	return nodeadm
+}
+
+// apiFindings reports the steps the API server shows, with the logs' evidence for the
+// first one that failed or waits.
+func apiFindings(snap *joinstatus.Snapshot, rec *local.Record, bootstrap bool, accepted []string,
+	lastDenied, other, otherLine, lastKubeletError, controllerLog string) []finding {
+	var out []finding
+	user := "system:node:" + rec.NodeName
+	blocked := false
+	for _, st := range snap.NodeSteps(rec.NodeName, bootstrap, len(accepted) > 0) {
+		f := finding{Status: st}
+		if blocked && st.State == joinstatus.Pending {
+			out = append(out, f)
+			continue
+		}
+		switch {
+		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Done && !bootstrap:
+			f.Detail = fmt.Sprintf("the webhook accepted %d token(s) for %s", len(accepted), user)
+			if len(accepted) == 0 {
+				f.Detail = "requests made as " + user + " reached the API server"
+			}
+		case st.Step == joinstatus.StepAuthenticated && other != "":
+			f.State, f.Detail = joinstatus.Failed, foreignIdentityReason(rec.NodeName, other)
+			f.Evidence = append(f.Evidence, "kubelet: "+otherLine)
+			if acc, _ := webhookDecisions(controllerLog, "system:node:"+other); len(acc) > 0 {
+				f.Evidence = append(f.Evidence, "webhook (latest token accepted as "+other+"): "+acc[len(acc)-1])
+			}
+			blocked = true
+		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Pending:
+			f.Detail = "no token of this node was accepted"
+			if lastDenied != "" {
+				f.Evidence = append(f.Evidence, "webhook (latest denial, of any node): "+lastDenied)
+			}
+			if lastKubeletError != "" {
+				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			}
+			blocked = true
+		case st.State == joinstatus.Failed:
+			if lastKubeletError != "" {
+				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			}
+			blocked = true
+		case st.State == joinstatus.Pending && lastKubeletError != "":
+			f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			blocked = true
+		}
+		out = append(out, f)
+	}
+	return out
 }

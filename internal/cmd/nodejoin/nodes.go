@@ -296,50 +296,13 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 		allReady := true
 		var failures []string
 		for _, l := range ls {
-			inst, inited, lerr := l.state()
-			if lerr != nil {
-				name := "an instance"
-				if inst != nil {
-					name = "node " + inst.NodeName
-				}
-				l.mu.Lock()
-				step := l.step
-				l.mu.Unlock()
-				failures = append(failures, fmt.Sprintf("%s: %s failed: %v", name, step, lerr))
-				continue
+			ready, failure, err := w.observe(l, snap, tr, now, bootstrap, authenticated, pr)
+			if err != nil {
+				return nil, err
 			}
-			if !inited {
-				allReady = false
-				continue
-			}
-			if ch := l.inst.SimDone(); ch != nil {
-				select {
-				case err := <-ch:
-					return nil, fmt.Errorf("node %s: the simulated kubelet stopped: %w", l.inst.NodeName, err)
-				default:
-				}
-			}
-			name := l.inst.NodeName
-			if _, registered := snap.Nodes[name]; !registered && l.inst.Kubelet == local.KubeletReal {
-				// A kubelet that authenticated as another node never registers: say so
-				// at once rather than at the timeout.
-				if other, _ := foreignIdentity(filepath.Join(l.inst.Root, local.KubeletLog), name); other != "" {
-					failures = append(failures, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, l.inst.ID, joinstatus.StepAuthenticated, foreignIdentityReason(name, other)))
-					continue
-				}
-			}
-			for _, st := range snap.NodeSteps(name, bootstrap, authenticated("system:node:"+name)) {
-				if st.State != joinstatus.Done {
-					allReady = false
-				}
-				switch st.State {
-				case joinstatus.Done:
-					if tr.Mark(name, st.Step, now) {
-						pr.step(l, st.Step, now, st.Detail)
-					}
-				case joinstatus.Failed:
-					failures = append(failures, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, l.inst.ID, st.Step, st.Detail))
-				}
+			allReady = allReady && ready
+			if failure != "" {
+				failures = append(failures, failure)
 			}
 		}
 		pr.flush(false)
@@ -355,7 +318,7 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 			return sum, nil
 		}
 		if now.After(deadline) {
-			return nil, w.notReady(snap, ls, tr, bootstrap, authenticated, timeout)
+			return nil, w.notReady(snap, ls, bootstrap, authenticated, timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -365,9 +328,60 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 	}
 }
 
+// observe reports one launched node's progress from a snapshot: whether every step is
+// done, or a failure; err ends the wait (a simulated kubelet stopped).
+func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus.Tracker, now time.Time, bootstrap bool,
+	authenticated func(string) bool, pr *progressPrinter) (ready bool, failure string, err error) {
+	inst, inited, lerr := l.state()
+	if lerr != nil {
+		name := "an instance"
+		if inst != nil {
+			name = "node " + inst.NodeName
+		}
+		l.mu.Lock()
+		step := l.step
+		l.mu.Unlock()
+		return false, fmt.Sprintf("%s: %s failed: %v", name, step, lerr), nil
+	}
+	if !inited {
+		return false, "", nil
+	}
+	if ch := inst.SimDone(); ch != nil {
+		select {
+		case err := <-ch:
+			return false, "", fmt.Errorf("node %s: the simulated kubelet stopped: %w", inst.NodeName, err)
+		default:
+		}
+	}
+	name := inst.NodeName
+	if _, registered := snap.Nodes[name]; !registered && inst.Kubelet == local.KubeletReal {
+		// A kubelet that authenticated as another node never registers: say so at once
+		// rather than at the timeout.
+		if other, _ := foreignIdentity(filepath.Join(inst.Root, local.KubeletLog), name); other != "" {
+			return false, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, inst.ID, joinstatus.StepAuthenticated, foreignIdentityReason(name, other)), nil
+		}
+	}
+	ready = true
+	var failures []string
+	for _, st := range snap.NodeSteps(name, bootstrap, authenticated("system:node:"+name)) {
+		switch st.State {
+		case joinstatus.Done:
+			if tr.Mark(name, st.Step, now) {
+				pr.step(l, st.Step, now, st.Detail)
+			}
+		case joinstatus.Failed:
+			ready = false
+			failures = append(failures, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, inst.ID, st.Step, st.Detail))
+		default:
+			ready = false
+		}
+	}
+	return ready, strings.Join(failures, "\n"), nil
+}
+
 // notReady explains, for each node that is not Ready, the step it waits for and the
 // kubelet's last error line.
-func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, tr *joinstatus.Tracker, bootstrap bool, authenticated func(string) bool, timeout time.Duration) error {
+func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, bootstrap bool, authenticated func(string) bool, timeout time.Duration) error {
 	var lines []string
 	for _, l := range ls {
 		inst, inited, _ := l.state()

@@ -129,7 +129,7 @@ func createCgroup(path string) error {
 		for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
 			parent := dir
 			dir = filepath.Join(dir, part)
-			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("creating cgroup %s: %w", dir, err)
 			}
 			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
@@ -141,7 +141,8 @@ func createCgroup(path string) error {
 				if strings.TrimSpace(string(cur)) != "" {
 					continue
 				}
-				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+				//nolint:gosec // G703: dir is under a cgroup mount point of the host, named by this cluster.
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o600); err != nil {
 					return fmt.Errorf("setting %s: %w", filepath.Join(dir, f), err)
 				}
 			}
@@ -272,7 +273,7 @@ func restoreSysctls(dir string) error {
 		if !slices.Contains(kubeletSysctls, k) {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o600); err != nil {
 			errs = append(errs, fmt.Errorf("restoring %s: %w", k, err))
 		}
 	}

@@ -67,20 +67,8 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	if closed {
 		return nil, errors.New("the local provider is shutting down")
 	}
-	if spec.Kubelet == "" {
-		spec.Kubelet = KubeletReal
-	}
-	if spec.Kubelet == KubeletReal && p.cfg.ClusterNS.Name == "" {
-		return nil, errors.New("a real kubelet needs the cluster's network namespace (run as root with --network namespace), or use --kubelet sim")
-	}
-	if spec.Identity == "" {
-		spec.Identity = IdentityAWSIAM
-	}
-	if spec.Identity == IdentityBootstrapToken && spec.BootstrapToken == "" {
-		return nil, errors.New("identity bootstrap-token needs a bootstrap token")
-	}
-	if spec.InstanceType == "" {
-		spec.InstanceType = "m5.large"
+	if err := spec.complete(p.cfg.ClusterNS.Name != ""); err != nil {
+		return nil, err
 	}
 	addr, err := p.allocate()
 	if err != nil {
@@ -96,9 +84,6 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		AMIFamily: spec.AMIFamily, Identity: spec.Identity, Role: spec.Role, Kubelet: spec.Kubelet,
 		Launched: time.Now().UTC(), Dir: filepath.Join(p.cfg.Dir, id),
 	}}
-	if inst.AMIFamily == "" {
-		inst.AMIFamily = AmazonLinux2023
-	}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("instance %s (%s): %w", inst.ID, inst.IP, err)
@@ -148,28 +133,43 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	p.instances[id] = inst
 	p.mu.Unlock()
 
+	if err := inst.serveIMDS(ctx, &spec, li); err != nil {
+		return nil, err
+	}
+	if spec.Kubelet == KubeletReal {
+		if err := inst.writeLocalFiles(spec); err != nil {
+			return nil, err
+		}
+	}
+	return inst, nil
+}
+
+// serveIMDS gives the instance its network (a real one) and its metadata endpoint.
+func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.Instance) error {
+	p := inst.p
 	var creds localcloud.CredentialSource = p.cfg.Cloud.STS
 	if spec.CredentialsOf != "" {
 		creds = stolenCredentials{sts: p.cfg.Cloud.STS, from: spec.CredentialsOf}
 	}
 	var l net.Listener
+	var err error
 	if spec.Kubelet == KubeletReal {
 		if err := inst.setupNetwork(ctx, li.MAC); err != nil {
-			return nil, err
+			return err
 		}
 		if spec.ClaimAddress != "" {
 			if err := inst.claim(ctx, spec.ClaimAddress); err != nil {
-				return nil, err
+				return err
 			}
 			spec.KubeletFlags = append(spec.KubeletFlags, "--node-ip="+spec.ClaimAddress)
 		}
 		if l, err = (netns.NS{Name: inst.Namespace}).Listen("tcp", imdsAddr.String()); err != nil {
-			return nil, fmt.Errorf("instance metadata endpoint: %w", err)
+			return fmt.Errorf("instance metadata endpoint: %w", err)
 		}
 	} else {
 		var lc net.ListenConfig
 		if l, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("instance metadata endpoint: %w", err)
+			return fmt.Errorf("instance metadata endpoint: %w", err)
 		}
 		inst.imdsURL = "http://" + l.Addr().String()
 	}
@@ -178,13 +178,30 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- cli.Serve(imdsCtx, srv, l) }()
+	return nil
+}
 
-	if spec.Kubelet == KubeletReal {
-		if err := inst.writeLocalFiles(spec); err != nil {
-			return nil, err
-		}
+// complete fills the spec's defaults and checks it.
+func (spec *Spec) complete(haveNamespace bool) error {
+	if spec.Kubelet == "" {
+		spec.Kubelet = KubeletReal
 	}
-	return inst, nil
+	if spec.Kubelet == KubeletReal && !haveNamespace {
+		return errors.New("a real kubelet needs the cluster's network namespace (run as root with --network namespace), or use --kubelet sim")
+	}
+	if spec.Identity == "" {
+		spec.Identity = IdentityAWSIAM
+	}
+	if spec.Identity == IdentityBootstrapToken && spec.BootstrapToken == "" {
+		return errors.New("identity bootstrap-token needs a bootstrap token")
+	}
+	if spec.InstanceType == "" {
+		spec.InstanceType = "m5.large"
+	}
+	if spec.AMIFamily == "" {
+		spec.AMIFamily = AmazonLinux2023
+	}
+	return nil
 }
 
 // stolenCredentials hands out another instance's role credentials.
@@ -457,12 +474,16 @@ func (inst *Instance) terminate(ctx context.Context) error {
 	p := inst.p
 	if simStop != nil {
 		simStop()
-		<-simDone
+		if err := <-simDone; err != nil {
+			p.cfg.Log.Warn("simulated kubelet ended with an error", "instance", inst.ID, "err", err)
+		}
 	}
 	err := cleanupInstance(ctx, &inst.Record)
 	if inst.imdsStop != nil {
 		inst.imdsStop()
-		<-inst.imdsDone
+		if err := <-inst.imdsDone; err != nil {
+			p.cfg.Log.Warn("instance metadata endpoint ended with an error", "instance", inst.ID, "err", err)
+		}
 	}
 	_ = p.cfg.Cloud.EC2.SetState(inst.ID, "terminated")
 	p.mu.Lock()

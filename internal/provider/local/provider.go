@@ -256,7 +256,7 @@ func (p *Provider) Instances() []*Instance {
 	for _, i := range p.instances {
 		out = append(out, i)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Record.Launched.Before(out[b].Record.Launched) })
+	sort.Slice(out, func(a, b int) bool { return out[a].Launched.Before(out[b].Launched) })
 	return out
 }
 
