@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodejoin/nodejoin/internal/events"
 )
 
 // Controller approves or denies kubelet CSRs with a Policy and issues approved ones
@@ -172,20 +174,10 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 
 // event records a Kubernetes Event on the CSR; failures to record are only logged.
 func (c *Controller) event(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, normal bool, reason, msg string) {
-	typ := corev1.EventTypeNormal
-	if !normal {
-		typ = corev1.EventTypeWarning
+	ref := corev1.ObjectReference{
+		Kind: "CertificateSigningRequest", APIVersion: "certificates.k8s.io/v1", Name: csr.Name, UID: csr.UID, ResourceVersion: csr.ResourceVersion,
 	}
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: csr.Name + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: "CertificateSigningRequest", APIVersion: "certificates.k8s.io/v1", Name: csr.Name, UID: csr.UID, ResourceVersion: csr.ResourceVersion,
-		},
-		Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		Source: corev1.EventSource{Component: "nodejoin-controller"},
-	}
-	if _, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if err := events.Record(ctx, c.Client, ref, normal, reason, msg); err != nil {
 		c.logger().Warn("recording event failed", "csr", csr.Name, "err", err)
 	}
 }

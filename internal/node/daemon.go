@@ -98,7 +98,8 @@ type ProcessManager struct {
 	Wrap func(argv []string) []string
 }
 
-func (m ProcessManager) pidFile(name string) string {
+// PIDFile is where the manager records daemon name's PID and start time.
+func (m ProcessManager) PIDFile(name string) string {
 	return filepath.Join(m.Root, "run", "nodeadm", name+".pid")
 }
 
@@ -131,7 +132,7 @@ func (m ProcessManager) Restart(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if old, err := readPID(m.pidFile(name)); err == nil {
+	if old, err := ReadPIDFile(m.PIDFile(name)); err == nil {
 		process.Terminate(old, 15*time.Second)
 	}
 	if m.Wrap != nil {
@@ -156,7 +157,7 @@ func (m ProcessManager) Restart(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("%s exited at once; see %s", name, logPath)
 	}
-	if err := atomicfile.WriteFile(m.pidFile(name), []byte(fmt.Sprintf("%d %d\n", id.PID, id.Start)), 0o644); err != nil {
+	if err := atomicfile.WriteFile(m.PIDFile(name), []byte(fmt.Sprintf("%d %d\n", id.PID, id.Start)), 0o644); err != nil {
 		return err
 	}
 	_ = cmd.Process.Release()
@@ -194,7 +195,8 @@ func (m ProcessManager) waitRunning(ctx context.Context, name string, id process
 	}
 }
 
-func readPID(path string) (process.Identity, error) {
+// ReadPIDFile reads a daemon's identity from the file PIDFile names.
+func ReadPIDFile(path string) (process.Identity, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return process.Identity{}, err

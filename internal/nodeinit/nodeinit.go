@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/events"
 )
 
 // TaintUninitialized is the taint a kubelet with an external cloud provider registers with.
@@ -189,20 +190,8 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (string, 
 
 // event records a Kubernetes Event on the Node; failures to record are only logged.
 func (c *Controller) event(ctx context.Context, node *corev1.Node, normal bool, reason, msg string) {
-	typ := corev1.EventTypeNormal
-	if !normal {
-		typ = corev1.EventTypeWarning
-	}
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: node.Name + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID,
-		},
-		Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		Source: corev1.EventSource{Component: "nodejoin-controller"},
-	}
-	if _, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	ref := corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+	if err := events.Record(ctx, c.Client, ref, normal, reason, msg); err != nil {
 		c.logger().Warn("recording event failed", "node", node.Name, "err", err)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 )
 
 // controlSocket is the Unix socket, in the state directory, where the process that runs
@@ -31,33 +30,6 @@ const controlSocket = "control.sock"
 // addRequest asks the running cluster for more nodes.
 type addRequest struct {
 	Nodes nodeOptions `json:"nodes"`
-}
-
-// MarshalJSON and UnmarshalJSON carry nodeOptions' unexported fields.
-func (o nodeOptions) MarshalJSON() ([]byte, error) {
-	return json.Marshal(nodeOptionsJSON{o.count, o.instanceType, o.amiFamily, o.identity, o.kubelet, o.timeout, o.kubeletFlags, o.credentialsOf, o.claimAddress})
-}
-
-// UnmarshalJSON decodes what MarshalJSON wrote.
-func (o *nodeOptions) UnmarshalJSON(data []byte) error {
-	var j nodeOptionsJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	*o = nodeOptions{j.Count, j.InstanceType, j.AMIFamily, j.Identity, j.Kubelet, j.Timeout, j.KubeletFlags, j.CredentialsOf, j.ClaimAddress}
-	return nil
-}
-
-type nodeOptionsJSON struct {
-	Count         int           `json:"count"`
-	InstanceType  string        `json:"instanceType"`
-	AMIFamily     string        `json:"amiFamily"`
-	Identity      string        `json:"identity"`
-	Kubelet       string        `json:"kubelet"`
-	Timeout       time.Duration `json:"timeout"`
-	KubeletFlags  []string      `json:"kubeletFlags,omitempty"`
-	CredentialsOf string        `json:"credentialsOf,omitempty"`
-	ClaimAddress  string        `json:"claimAddress,omitempty"`
 }
 
 // Lines of the streamed answer that end it.
@@ -125,17 +97,17 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 // addNodes launches more instances into the running cluster, with up's settings for
 // what the request leaves out.
 func (s *session) addNodes(ctx context.Context, o, defaults nodeOptions, binDir string, progress io.Writer, log *slog.Logger) ([]nodeSummary, error) {
-	if o.identity == "" {
-		o.identity = defaults.identity
+	if o.Identity == "" {
+		o.Identity = defaults.Identity
 	}
-	if o.kubelet == "" {
-		o.kubelet = defaults.kubelet
+	if o.Kubelet == "" {
+		o.Kubelet = defaults.Kubelet
 	}
-	if o.instanceType == "" {
-		o.instanceType = defaults.instanceType
+	if o.InstanceType == "" {
+		o.InstanceType = defaults.InstanceType
 	}
-	if o.amiFamily == "" {
-		o.amiFamily = defaults.amiFamily
+	if o.AMIFamily == "" {
+		o.AMIFamily = defaults.AMIFamily
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -152,11 +124,11 @@ func (s *session) addNodes(ctx context.Context, o, defaults nodeOptions, binDir 
 		s.w = w
 		s.mu.Unlock()
 	}
-	if o.identity != string(w.identity) {
-		return nil, fmt.Errorf("--identity %s: this cluster's nodes use %s (set by `nodejoin up --identity`)", o.identity, w.identity)
+	if o.Identity != string(w.identity) {
+		return nil, fmt.Errorf("--identity %s: this cluster's nodes use %s (set by `nodejoin up --identity`)", o.Identity, w.identity)
 	}
-	if o.kubelet != "" && o.kubelet != string(w.kubelet) {
-		return nil, fmt.Errorf("--kubelet %s: this cluster runs %s kubelets", o.kubelet, w.kubelet)
+	if o.Kubelet != "" && o.Kubelet != string(w.kubelet) {
+		return nil, fmt.Errorf("--kubelet %s: this cluster runs %s kubelets", o.Kubelet, w.kubelet)
 	}
 	client, err := kubernetes.NewForConfig(s.c.RESTConfig())
 	if err != nil {
@@ -186,27 +158,23 @@ func nodeAddCommand() *cobra.Command {
 			"then explains the refusal.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := stateDir(name)
+			dir, _, err := runningCluster(name)
 			if err != nil {
 				return err
-			}
-			s, err := localcluster.ReadState(dir)
-			if err != nil || !s.Running() {
-				return fmt.Errorf("cluster %s is not running; start it with `nodejoin up --name %s`", name, name)
 			}
 			return addViaSocket(cmd.Context(), filepath.Join(dir, controlSocket), o, cmd.ErrOrStderr(), cmd.OutOrStdout())
 		},
 	}
 	nameFlag(cmd, &name)
 	f := cmd.Flags()
-	f.IntVar(&o.count, "count", 1, "how many instances to launch")
-	f.StringVar(&o.instanceType, "instance-type", "", "EC2 instance type (default: up's)")
-	f.StringVar(&o.amiFamily, "ami-family", "", "user-data format (default: up's)")
-	f.StringVar(&o.kubelet, "kubelet", "", "real or sim (default: the cluster's)")
-	f.DurationVar(&o.timeout, "timeout", 0, "how long the nodes may take to become Ready (default 5m)")
-	f.StringArrayVar(&o.kubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
-	f.StringVar(&o.credentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
-	f.StringVar(&o.claimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
+	f.IntVar(&o.Count, "count", 1, "how many instances to launch")
+	f.StringVar(&o.InstanceType, "instance-type", "", "EC2 instance type (default: up's)")
+	f.StringVar(&o.AMIFamily, "ami-family", "", "user-data format (default: up's)")
+	f.StringVar(&o.Kubelet, "kubelet", "", "real or sim (default: the cluster's)")
+	f.DurationVar(&o.Timeout, "timeout", 0, "how long the nodes may take to become Ready (default 5m)")
+	f.StringArrayVar(&o.KubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
+	f.StringVar(&o.CredentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
+	f.StringVar(&o.ClaimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
 	return cmd
 }
 

@@ -36,7 +36,7 @@ type controlPlane struct {
 	err      error // set before finished closes
 	stop     context.CancelFunc
 	logf     *os.File
-	// authenticated records when the webhook first accepted each username.
+	// authenticated holds every username the webhook has accepted a token of.
 	authenticated sync.Map
 }
 
@@ -95,7 +95,7 @@ func startControlPlane(ctx context.Context, c *localcluster.Cluster, progress io
 	}
 	ready := make(chan struct{})
 	cfg.OnStarted = func() { close(ready) }
-	cfg.OnAuthenticated = func(user string) { cp.authenticated.LoadOrStore(user, time.Now()) }
+	cfg.OnAuthenticated = func(user string) { cp.authenticated.Store(user, struct{}{}) }
 	go func() {
 		cp.err = manager.Run(ctx, cfg)
 		close(cp.finished)

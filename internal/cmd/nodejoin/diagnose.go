@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -130,17 +131,9 @@ var nodeUserRE = regexp.MustCompile(`User \\?"system:node:([^"\\]+)\\?"`)
 // foreignIdentity reads a kubelet log for a refusal that shows it authenticated as
 // another node; it returns that node and the log line.
 func foreignIdentity(kubeletLog, self string) (other, line string) {
-	f, err := os.Open(kubeletLog)
-	if err != nil {
-		return "", ""
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		l := sc.Text()
+	eachLine(kubeletLog, func(l string) {
 		if !strings.Contains(l, "forbidden") {
-			continue
+			return
 		}
 		if m := nodeUserRE.FindStringSubmatch(l); m != nil && m[1] != self {
 			// The registration attempt says it best; keep the first of those.
@@ -148,7 +141,7 @@ func foreignIdentity(kubeletLog, self string) (other, line string) {
 				other, line = m[1], l
 			}
 		}
-	}
+	})
 	return other, line
 }
 
@@ -160,22 +153,14 @@ func foreignIdentityReason(self, other string) string {
 // webhookDecisions returns the controller log's token decisions about user, and the
 // last denial of any token.
 func webhookDecisions(logPath, user string) (accepted []string, lastDenied string) {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return nil, ""
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		l := sc.Text()
+	eachLine(logPath, func(l string) {
 		switch {
 		case strings.Contains(l, `msg="token accepted"`) && strings.Contains(l, " user="+user+" "):
 			accepted = append(accepted, l)
 		case strings.Contains(l, `msg="token denied"`):
 			lastDenied = l
 		}
-	}
+	})
 	return accepted, lastDenied
 }
 
@@ -236,25 +221,13 @@ var telling = []string{"forbidden", "Unauthorized", "Unable to register node", "
 // kubeletEvidence returns the kubelet log's last error line that explains a stuck join,
 // else its last error line.
 func kubeletEvidence(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = f.Close() }()
 	var best string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "E") {
-			continue
+	if !eachLine(path, func(l string) {
+		if strings.HasPrefix(l, "E") && slices.ContainsFunc(telling, func(t string) bool { return strings.Contains(l, t) }) {
+			best = l
 		}
-		for _, t := range telling {
-			if strings.Contains(l, t) {
-				best = l
-				break
-			}
-		}
+	}) {
+		return ""
 	}
 	if best != "" {
 		return best
@@ -341,4 +314,20 @@ func apiFindings(snap *joinstatus.Snapshot, rec *local.Record, bootstrap bool, a
 		out = append(out, f)
 	}
 	return out
+}
+
+// eachLine calls fn with every line of the file at path; it reports false when the file
+// cannot be read.
+func eachLine(path string, fn func(line string)) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
+	return true
 }

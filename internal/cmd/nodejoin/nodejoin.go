@@ -64,19 +64,9 @@ func kubeconfigCommand() *cobra.Command {
 		Short: "Print the path of a running cluster's admin kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := stateDir(name)
+			_, s, err := runningCluster(name)
 			if err != nil {
 				return err
-			}
-			s, err := localcluster.ReadState(dir)
-			if errors.Is(err, localcluster.ErrNoCluster) {
-				return fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
-			}
-			if err != nil {
-				return err
-			}
-			if !s.Running() || !s.Ready {
-				return fmt.Errorf("cluster %s is not running; clean it up with `nodejoin down --name %s` and start it again", name, name)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), s.Kubeconfig)
 			return err
@@ -84,6 +74,26 @@ func kubeconfigCommand() *cobra.Command {
 	}
 	nameFlag(cmd, &name)
 	return cmd
+}
+
+// runningCluster returns the state directory and state of the running cluster name, or
+// an error that says what to do.
+func runningCluster(name string) (string, *localcluster.State, error) {
+	dir, err := stateDir(name)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := localcluster.ReadState(dir)
+	if errors.Is(err, localcluster.ErrNoCluster) {
+		return "", nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if !s.Running() || !s.Ready {
+		return "", nil, fmt.Errorf("cluster %s is not running; clean it up with `nodejoin down --name %s` and start it again", name, name)
+	}
+	return dir, s, nil
 }
 
 func downCommand() *cobra.Command {

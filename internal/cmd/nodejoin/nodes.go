@@ -32,17 +32,17 @@ import (
 
 // nodeOptions are up's flags about worker nodes.
 type nodeOptions struct {
-	count        int
-	instanceType string
-	amiFamily    string
-	identity     string
-	kubelet      string
-	timeout      time.Duration
-	// For `nodejoin node add`: flags for the kubelets, and another node whose
-	// credentials the new instances present.
-	kubeletFlags  []string
-	credentialsOf string
-	claimAddress  string
+	Count        int           `json:"count"`
+	InstanceType string        `json:"instanceType"`
+	AMIFamily    string        `json:"amiFamily"`
+	Identity     string        `json:"identity"`
+	Kubelet      string        `json:"kubelet"`
+	Timeout      time.Duration `json:"timeout"`
+	// For `nodejoin node add`: flags for the kubelets, another node whose credentials
+	// the new instances present, and an address they claim.
+	KubeletFlags  []string `json:"kubeletFlags,omitempty"`
+	CredentialsOf string   `json:"credentialsOf,omitempty"`
+	ClaimAddress  string   `json:"claimAddress,omitempty"`
 }
 
 // nodesFile records, in the state directory, the nodes `up` launched and how long each
@@ -68,7 +68,6 @@ type workers struct {
 	identity  local.Identity
 	token     string // bootstrap-token mode; a secret
 	simLogDir string
-	log       *slog.Logger
 }
 
 // resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
@@ -123,16 +122,16 @@ func nodeadmPath() (string, error) {
 // startWorkers prepares the control plane for nodes (their access entry or bootstrap
 // token) and the provider that launches them.
 func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane, o nodeOptions, binDir string, progress io.Writer, log *slog.Logger) (*workers, error) {
-	kind, why, err := resolveKubelet(o.kubelet, c.Options().Network)
+	kind, why, err := resolveKubelet(o.Kubelet, c.Options().Network)
 	if err != nil {
 		return nil, err
 	}
 	if why != "" {
 		fmt.Fprintf(progress, " • %s\n", why)
 	}
-	identity := local.Identity(o.identity)
+	identity := local.Identity(o.Identity)
 	if identity != local.IdentityAWSIAM && identity != local.IdentityBootstrapToken {
-		return nil, fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.identity)
+		return nil, fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
 	}
 	nodeadm, err := nodeadmPath()
 	if err != nil {
@@ -172,7 +171,7 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 	if err != nil {
 		return nil, err
 	}
-	w := &workers{prov: prov, kubelet: kind, identity: identity, simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: log}
+	w := &workers{prov: prov, kubelet: kind, identity: identity, simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim")}
 	client, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return nil, err
@@ -231,7 +230,7 @@ func (l *launched) state() (*local.Instance, bool, error) {
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
 func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
-	family, _ := local.ParseAMIFamily(o.amiFamily)
+	family, _ := local.ParseAMIFamily(o.AMIFamily)
 	out := make([]*launched, n)
 	for i := range out {
 		out[i] = &launched{}
@@ -253,9 +252,9 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 			l.start = time.Now()
 			l.mu.Unlock()
 			spec := local.Spec{
-				InstanceType: o.instanceType, AMIFamily: family, Identity: w.identity, BootstrapToken: w.token,
+				InstanceType: o.InstanceType, AMIFamily: family, Identity: w.identity, BootstrapToken: w.token,
 				Role: nodeRole(w.prov.ClusterName()), Kubelet: w.kubelet,
-				KubeletFlags: o.kubeletFlags, CredentialsOf: w.instanceID(o.credentialsOf), ClaimAddress: w.address(o.claimAddress),
+				KubeletFlags: o.KubeletFlags, CredentialsOf: w.instanceID(o.CredentialsOf), ClaimAddress: w.address(o.ClaimAddress),
 			}
 			inst, err := w.prov.Start(ctx, spec)
 			l.mu.Lock()
@@ -265,7 +264,7 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 			if err != nil {
 				return
 			}
-			err = inst.Init(ctx, w.simRunner(), w.simLog(inst))
+			err = inst.Init(ctx, w.simRunner())
 			l.mu.Lock()
 			l.inited, l.err, l.step = err == nil, err, joinstatus.StepNodeadm
 			l.mu.Unlock()
@@ -529,19 +528,19 @@ func (p *progressPrinter) flush(final bool) {
 	fmt.Fprintf(p.w, " • %d nodes: %s\n", p.total, strings.Join(parts, ", "))
 }
 
-// run launches o.count nodes and waits until they are Ready.
+// run launches o.Count nodes and waits until they are Ready.
 func (w *workers) run(ctx context.Context, client kubernetes.Interface, o nodeOptions, cp *controlPlane, stateDir string, progress io.Writer) ([]nodeSummary, error) {
 	start := time.Now()
-	fmt.Fprintf(progress, " • launching %d %s node(s) (%s kubelet, %s identity, %s user data)\n", o.count, o.instanceType, w.kubelet, w.identity, familyName(o.amiFamily))
-	pr := newProgressPrinter(progress, o.count, w.identity == local.IdentityBootstrapToken)
-	ls, launchedAll := w.launch(ctx, o.count, o, func(l *launched, step joinstatus.Step, at time.Time) {
+	fmt.Fprintf(progress, " • launching %d %s node(s) (%s kubelet, %s identity, %s user data)\n", o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))
+	pr := newProgressPrinter(progress, o.Count, w.identity == local.IdentityBootstrapToken)
+	ls, launchedAll := w.launch(ctx, o.Count, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if _, _, err := l.state(); err != nil {
 			pr.failed(l)
 			return
 		}
 		pr.step(l, step, at, "")
 	})
-	sum, err := w.waitReady(ctx, client, ls, cp.Authenticated, o.timeout, pr)
+	sum, err := w.waitReady(ctx, client, ls, cp.Authenticated, o.Timeout, pr)
 	// Launches still under way must end before the caller stops the provider.
 	<-launchedAll
 	pr.flush(true)
@@ -562,13 +561,6 @@ func familyName(s string) string {
 
 func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
 
-func (w *workers) simLog(inst *local.Instance) *slog.Logger {
-	if inst.Kubelet != local.KubeletSim {
-		return nil
-	}
-	return w.log.With("node", inst.NodeName)
-}
-
 // stop terminates every instance.
 func (w *workers) stop(ctx context.Context) error {
 	if w == nil {
@@ -578,20 +570,20 @@ func (w *workers) stop(ctx context.Context) error {
 }
 
 func (o *nodeOptions) validate() error {
-	if o.count < 0 {
-		return fmt.Errorf("--nodes %d: want 0 or more", o.count)
+	if o.Count < 0 {
+		return fmt.Errorf("--nodes %d: want 0 or more", o.Count)
 	}
-	if _, err := local.ParseAMIFamily(o.amiFamily); err != nil {
+	if _, err := local.ParseAMIFamily(o.AMIFamily); err != nil {
 		return fmt.Errorf("--ami-family: %w", err)
 	}
-	if o.identity != string(local.IdentityAWSIAM) && o.identity != string(local.IdentityBootstrapToken) {
-		return fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.identity)
+	if o.Identity != string(local.IdentityAWSIAM) && o.Identity != string(local.IdentityBootstrapToken) {
+		return fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
 	}
-	if o.kubelet != "" && o.kubelet != "real" && o.kubelet != "sim" {
-		return fmt.Errorf("--kubelet %q: want real or sim", o.kubelet)
+	if o.Kubelet != "" && o.Kubelet != "real" && o.Kubelet != "sim" {
+		return fmt.Errorf("--kubelet %q: want real or sim", o.Kubelet)
 	}
-	if o.timeout == 0 {
-		o.timeout = 5*time.Minute + time.Duration(o.count)*2*time.Second
+	if o.Timeout == 0 {
+		o.Timeout = 5*time.Minute + time.Duration(o.Count)*2*time.Second
 	}
 	return nil
 }

@@ -53,12 +53,12 @@ func upCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	nameFlag(cmd, &o.name)
-	f.IntVar(&o.nodes.count, "nodes", 0, "number of worker nodes (local instances) to launch")
-	f.StringVar(&o.nodes.instanceType, "instance-type", "m5.large", "EC2 instance type the instances report (sets max pods and reserved resources)")
-	f.StringVar(&o.nodes.amiFamily, "ami-family", string(local.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
-	f.StringVar(&o.nodes.identity, "identity", string(local.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
-	f.StringVar(&o.nodes.kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
-	f.DurationVar(&o.nodes.timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
+	f.IntVar(&o.nodes.Count, "nodes", 0, "number of worker nodes (local instances) to launch")
+	f.StringVar(&o.nodes.InstanceType, "instance-type", "m5.large", "EC2 instance type the instances report (sets max pods and reserved resources)")
+	f.StringVar(&o.nodes.AMIFamily, "ami-family", string(local.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar(&o.nodes.Identity, "identity", string(local.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
+	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
+	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
 	f.StringVar(&o.nodeCIDR, "node-cidr", localcluster.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
@@ -176,7 +176,7 @@ func startAll(ctx context.Context, opts localcluster.Options, nodes nodeOptions,
 	if s.cp, err = startControlPlane(ctx, c, opts.Progress); err != nil {
 		return nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
 	}
-	if nodes.count == 0 {
+	if nodes.Count == 0 {
 		return s, nil
 	}
 	fail := func(err error) (*session, error) {

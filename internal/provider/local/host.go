@@ -223,9 +223,9 @@ type hostState struct {
 
 const sysctlFile = "host-sysctls.json"
 
-// saveSysctls records the host's state (kernel settings, /var/lib/kubelet) in dir once;
+// saveHostState records the host's state (kernel settings, /var/lib/kubelet) in dir once;
 // later calls keep the first record.
-func saveSysctls(dir string) error {
+func saveHostState(dir string) error {
 	path := filepath.Join(dir, sysctlFile)
 	if _, err := os.Stat(path); err == nil {
 		return nil
@@ -248,8 +248,8 @@ func saveSysctls(dir string) error {
 	return atomicfile.WriteFile(path, data, 0o600)
 }
 
-// restoreSysctls puts back what saveSysctls recorded in dir and forgets it.
-func restoreSysctls(dir string) error {
+// restoreHostState puts back what saveHostState recorded in dir and forgets it.
+func restoreHostState(dir string) error {
 	path := filepath.Join(dir, sysctlFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -23,6 +23,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/localcloud"
 	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/process"
 )
 
@@ -50,8 +51,6 @@ type SimNode struct {
 	// BootstrapToken is set instead in bootstrap-token mode.
 	Exec           *clientcmdapi.ExecConfig
 	BootstrapToken string
-	// Log is the simulated kubelet's log.
-	Log *slog.Logger
 }
 
 // SimRunner runs a simulated kubelet until ctx ends.
@@ -359,9 +358,9 @@ func (inst *Instance) instanceEnv() []string {
 // Init configures the node: for a real kubelet, nodeadm init inside the instance (it
 // writes the node's files and starts containerd and the kubelet); for a simulated one,
 // it starts run with the credentials nodeadm would configure.
-func (inst *Instance) Init(ctx context.Context, run SimRunner, log *slog.Logger) error {
+func (inst *Instance) Init(ctx context.Context, run SimRunner) error {
 	if inst.Kubelet == KubeletSim {
-		return inst.startSim(ctx, run, log)
+		return inst.startSim(ctx, run)
 	}
 	p := inst.p
 	logPath := filepath.Join(inst.Dir, NodeadmLog)
@@ -380,7 +379,7 @@ func (inst *Instance) Init(ctx context.Context, run SimRunner, log *slog.Logger)
 	cmd.Env = inst.instanceEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 5 * time.Second
-	if err := saveSysctls(filepath.Dir(p.cfg.Dir)); err != nil {
+	if err := saveHostState(filepath.Dir(p.cfg.Dir)); err != nil {
 		return err
 	}
 	if err := createCgroup(inst.CgroupRoot); err != nil {
@@ -409,7 +408,7 @@ func LastErrorLine(path string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-func (inst *Instance) startSim(ctx context.Context, run SimRunner, log *slog.Logger) error {
+func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	if run == nil {
 		return errors.New("no simulated kubelet runner")
 	}
@@ -417,7 +416,7 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner, log *slog.Log
 	n := SimNode{
 		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + p.cfg.Zone + "/" + inst.ID,
 		InstanceType: inst.InstanceType, Zone: p.cfg.Zone, Region: p.Region(),
-		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM, Log: log,
+		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM,
 	}
 	if inst.Identity == IdentityBootstrapToken {
 		n.BootstrapToken = inst.token
@@ -503,8 +502,8 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	}
 	var errs []error
 	// The kubelet first, so it does not restart containers as containerd goes.
-	for _, d := range []string{"kubelet", "containerd"} {
-		if id, err := readPIDFile(filepath.Join(r.Root, "run", "nodeadm", d+".pid")); err == nil {
+	for _, d := range []string{node.Kubelet, node.Containerd} {
+		if id, err := node.ReadPIDFile((node.ProcessManager{Root: r.Root}).PIDFile(d)); err == nil {
 			process.Terminate(id, 15*time.Second)
 		}
 	}
@@ -546,23 +545,6 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	return nil
 }
 
-func readPIDFile(path string) (process.Identity, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return process.Identity{}, err
-	}
-	f := strings.Fields(string(data))
-	if len(f) != 2 {
-		return process.Identity{}, errors.New("malformed pid file")
-	}
-	pid, err1 := strconv.Atoi(f[0])
-	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return process.Identity{}, errors.New("malformed pid file")
-	}
-	return process.Identity{PID: pid, Start: start}, nil
-}
-
 // Cleanup removes what the instances recorded under dir left on the host, after their
 // `nodejoin up` crashed or was killed, and the cluster's cgroup parent. It never
 // touches the owner process, which must be gone.
@@ -595,7 +577,7 @@ func Cleanup(ctx context.Context, dir, cluster string) error {
 			_ = os.Remove(filepath.Join(m, "nodejoin"))
 		}
 	}
-	if err := restoreSysctls(filepath.Dir(dir)); err != nil {
+	if err := restoreHostState(filepath.Dir(dir)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -319,7 +319,7 @@ func (p *Provider) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := restoreSysctls(filepath.Dir(p.cfg.Dir)); err != nil {
+	if err := restoreHostState(filepath.Dir(p.cfg.Dir)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
