@@ -23,9 +23,9 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/pki"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -93,7 +93,7 @@ func TestWebhookAuthenticatesNodes(t *testing.T) {
 		},
 	}
 	webhookConfig := serveWebhook(t, w)
-	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhookConfigFile = webhookConfig })
+	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhookConfigFile = webhookConfig })
 	client = env.Client
 	if _, err := env.Client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "aws-auth", Namespace: "kube-system"}, Data: map[string]string{"mapRoles": awsAuth},

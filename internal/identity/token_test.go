@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 func mint(t *testing.T, srv *httptest.Server, c localcloud.Credentials, cluster string) string {

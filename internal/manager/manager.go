@@ -28,8 +28,8 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
-	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
@@ -300,7 +300,7 @@ func entriesServed(client kubernetes.Interface) (bool, error) {
 // serve returns a part that serves h on l (over TLS with tlsCfg, when set).
 func serve(h http.Handler, tlsCfg *tls.Config, l net.Listener) func(ctx context.Context) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
-	return func(ctx context.Context) error { return cli.Serve(ctx, srv, l) }
+	return func(ctx context.Context) error { return httpserver.Serve(ctx, srv, l) }
 }
 
 // webhook builds the TokenReview handler, and the NodeAccessEntry watch it maps roles

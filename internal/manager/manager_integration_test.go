@@ -29,10 +29,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/leader"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/rbac"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -50,7 +50,7 @@ const (
 // entry, or a session naming another role's instance, is refused; the leader approves
 // and signs a serving CSR and deletes an expired bootstrap token.
 func TestManagerAsDeployed(t *testing.T) {
-	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhook = true })
+	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhook = true })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	admin := env.Client

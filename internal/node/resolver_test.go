@@ -9,7 +9,7 @@ import (
 
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
-	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // DescribeCluster goes through aws-sdk-go-v2 to the EKS emulator, retrying throttling.

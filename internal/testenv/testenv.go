@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodejoin/nodejoin/internal/localcluster"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
 // Env is a running control plane for one test.
 type Env struct {
-	Cluster *localcluster.Cluster
+	Cluster *controlplane.Cluster
 	// Config has cluster-admin rights.
 	Config *rest.Config
 	// Client is a clientset built from Config.
@@ -31,7 +31,7 @@ type Env struct {
 }
 
 // Option changes the cluster options before the cluster starts.
-type Option func(*localcluster.Options)
+type Option func(*controlplane.Options)
 
 // RequireIntegration skips the test under -short, the mode of `make test-unit`.
 func RequireIntegration(t testing.TB) {
@@ -63,18 +63,18 @@ func BinDir(t testing.TB, names ...string) string {
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	RequireIntegration(t)
-	o := localcluster.Options{
+	o := controlplane.Options{
 		Name:          "test",
 		StateDir:      filepath.Join(t.TempDir(), "cluster"),
 		BinDir:        BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer),
-		Network:       localcluster.NetworkLoopback,
+		Network:       controlplane.NetworkLoopback,
 		UnsafeNoFsync: true,
 		ReadyTimeout:  3 * time.Minute,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c, err := localcluster.Start(t.Context(), o)
+	c, err := controlplane.Start(t.Context(), o)
 	if err != nil {
 		t.Fatalf("starting control plane: %v", err)
 	}
@@ -113,7 +113,7 @@ func (e *Env) As(t testing.TB, user string, groups ...string) kubernetes.Interfa
 func WebhookConfig(t testing.TB, url string, caPEM []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "webhook.kubeconfig")
-	if err := localcluster.WriteWebhookConfig(path, url, caPEM); err != nil {
+	if err := controlplane.WriteWebhookConfig(path, url, caPEM); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodejoin/nodejoin/internal/localcluster"
-	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
@@ -71,9 +71,9 @@ func (c *cli) kubectl(kubeconfig string, args ...string) string {
 	return string(out)
 }
 
-func (c *cli) readState(name string) *localcluster.State {
+func (c *cli) readState(name string) *controlplane.State {
 	c.t.Helper()
-	s, err := localcluster.ReadState(filepath.Join(c.state, "nodejoin", name))
+	s, err := controlplane.ReadState(filepath.Join(c.state, "nodejoin", name))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func (c *cli) readState(name string) *localcluster.State {
 }
 
 // assertGone checks that nothing of the cluster survived: no process, namespace or state.
-func (c *cli) assertGone(name string, s *localcluster.State) {
+func (c *cli) assertGone(name string, s *controlplane.State) {
 	c.t.Helper()
 	if s.Owner.Alive() {
 		c.t.Errorf("owner process %d survived", s.Owner.PID)

@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/pki"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -80,7 +80,7 @@ func TestWebhookCommand(t *testing.T) {
 	_ = l.Close()
 	webhookConfig := testenv.WebhookConfig(t, "https://"+addr+"/authenticate", ca.CertPEM())
 
-	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhookConfigFile = webhookConfig })
+	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhookConfigFile = webhookConfig })
 	if _, err := env.Client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "aws-auth", Namespace: "kube-system"},
 		Data:       map[string]string{"mapRoles": "- rolearn: arn:aws:iam::111122223333:role/nodes\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:bootstrappers, system:nodes]\n"},

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
 	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // On an emulated instance, get-token takes the role credentials that IMDS serves (issued

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/localcloud"
 	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 const seeds = "../../userdata/testdata/seeds/"

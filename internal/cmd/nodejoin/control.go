@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 )
 
 // controlSocket is the Unix socket, in the state directory, where the process that runs
@@ -72,7 +72,7 @@ func (s *session) serveControl(ctx context.Context, defaults nodeOptions, binDir
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := cli.Serve(ctx, srv, l); err != nil {
+		if err := httpserver.Serve(ctx, srv, l); err != nil {
 			log.Error("control socket", "err", err)
 		}
 	}()

@@ -16,9 +16,9 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/inventory"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // localAccount and localRegion are the local cloud's account and region.
@@ -48,7 +48,7 @@ func (cp *controlPlane) Authenticated(user string) bool {
 
 // startControlPlane starts the local cloud and the controller for cluster c. Their logs
 // go to the cluster's logs/nodejoin-controller.log.
-func startControlPlane(ctx context.Context, c *localcluster.Cluster, progress io.Writer) (*controlPlane, error) {
+func startControlPlane(ctx context.Context, c *controlplane.Cluster, progress io.Writer) (*controlPlane, error) {
 	start := time.Now()
 	fmt.Fprintln(progress, " • starting nodejoin-controller (token webhook, CSR approver and signer)")
 	logPath := filepath.Join(c.StateDir(), "logs", "nodejoin-controller.log")

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodejoin/nodejoin/internal/joinstatus"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
-	"github.com/nodejoin/nodejoin/internal/netns"
-	"github.com/nodejoin/nodejoin/internal/provider/local"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 func diagnoseCommand() *cobra.Command {
@@ -59,8 +59,8 @@ func diagnoseCommand() *cobra.Command {
 // errDiagnosedFailure makes diagnose exit with status 1 after its report.
 var errDiagnosedFailure = errors.New("a step of the join failed (see above)")
 
-func findRecord(dir, nameOrID string) (*local.Record, error) {
-	recs, err := local.ReadRecords(filepath.Join(dir, "instances"))
+func findRecord(dir, nameOrID string) (*instance.Record, error) {
+	recs, err := instance.ReadRecords(filepath.Join(dir, "instances"))
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ type finding struct {
 }
 
 type report struct {
-	rec   *local.Record
+	rec   *instance.Record
 	steps []finding
 	notes []string
 	logs  []string
@@ -164,14 +164,14 @@ func webhookDecisions(logPath, user string) (accepted []string, lastDenied strin
 	return accepted, lastDenied
 }
 
-func diagnose(ctx context.Context, dir string, rec *local.Record) *report {
+func diagnose(ctx context.Context, dir string, rec *instance.Record) *report {
 	r := &report{rec: rec}
-	bootstrap := rec.Identity == local.IdentityBootstrapToken
-	kubeletLog := filepath.Join(rec.Root, local.KubeletLog)
-	nodeadmLog := filepath.Join(rec.Dir, local.NodeadmLog)
+	bootstrap := rec.Identity == instance.IdentityBootstrapToken
+	kubeletLog := filepath.Join(rec.Root, instance.KubeletLog)
+	nodeadmLog := filepath.Join(rec.Dir, instance.NodeadmLog)
 	controllerLog := filepath.Join(dir, "logs", "nodejoin-controller.log")
-	if rec.Kubelet == local.KubeletReal {
-		r.logs = append(r.logs, "nodeadm:    "+nodeadmLog, "kubelet:    "+kubeletLog, "containerd: "+filepath.Join(rec.Root, local.ContainerdLog))
+	if rec.Kubelet == instance.KubeletReal {
+		r.logs = append(r.logs, "nodeadm:    "+nodeadmLog, "kubelet:    "+kubeletLog, "containerd: "+filepath.Join(rec.Root, instance.ContainerdLog))
 	}
 	r.logs = append(r.logs, "controller: "+controllerLog)
 
@@ -189,11 +189,11 @@ func diagnose(ctx context.Context, dir string, rec *local.Record) *report {
 	user := "system:node:" + rec.NodeName
 	accepted, lastDenied := webhookDecisions(controllerLog, user)
 	other, otherLine := "", ""
-	if rec.Kubelet == local.KubeletReal {
+	if rec.Kubelet == instance.KubeletReal {
 		other, otherLine = foreignIdentity(kubeletLog, rec.NodeName)
 	}
 	lastKubeletError := ""
-	if rec.Kubelet == local.KubeletReal {
+	if rec.Kubelet == instance.KubeletReal {
 		lastKubeletError = kubeletEvidence(kubeletLog)
 	}
 	r.steps = append(r.steps, apiFindings(snap, rec, bootstrap, accepted, lastDenied, other, otherLine, lastKubeletError, controllerLog)...)
@@ -201,7 +201,7 @@ func diagnose(ctx context.Context, dir string, rec *local.Record) *report {
 }
 
 func adminClient(dir string) (kubernetes.Interface, error) {
-	s, err := localcluster.ReadState(dir)
+	s, err := controlplane.ReadState(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +232,11 @@ func kubeletEvidence(path string) string {
 	if best != "" {
 		return best
 	}
-	return local.LastErrorLine(path)
+	return instance.LastErrorLine(path)
 }
 
 // instanceFinding reports whether the instance still exists.
-func instanceFinding(rec *local.Record) finding {
+func instanceFinding(rec *instance.Record) finding {
 	inst := finding{Status: joinstatus.Status{Step: joinstatus.StepInstance, State: joinstatus.Done, Detail: "launched " + rec.Launched.Format("15:04:05")}}
 	if rec.Namespace != "" && !(netns.NS{Name: rec.Namespace}).Exists() {
 		inst.State, inst.Detail = joinstatus.Failed, "its network namespace "+rec.Namespace+" is gone (the instance was terminated)"
@@ -246,9 +246,9 @@ func instanceFinding(rec *local.Record) finding {
 }
 
 // nodeadmFinding reports how nodeadm init ended.
-func nodeadmFinding(rec *local.Record, nodeadmLog string) finding {
+func nodeadmFinding(rec *instance.Record, nodeadmLog string) finding {
 	nodeadm := finding{Status: joinstatus.Status{Step: joinstatus.StepNodeadm, State: joinstatus.Done}}
-	if rec.Kubelet == local.KubeletReal {
+	if rec.Kubelet == instance.KubeletReal {
 		data, err := os.ReadFile(nodeadmLog)
 		switch {
 		case err != nil:
@@ -257,7 +257,7 @@ func nodeadmFinding(rec *local.Record, nodeadmLog string) finding {
 			nodeadm.Detail = "files written, containerd and kubelet started"
 		default:
 			nodeadm.State, nodeadm.Detail = joinstatus.Failed, "nodeadm init did not start the kubelet"
-			if e := local.LastErrorLine(nodeadmLog); e != "" {
+			if e := instance.LastErrorLine(nodeadmLog); e != "" {
 				nodeadm.Evidence = append(nodeadm.Evidence, "nodeadm: "+e)
 			}
 		}
@@ -269,7 +269,7 @@ func nodeadmFinding(rec *local.Record, nodeadmLog string) finding {
 
 // apiFindings reports the steps the API server shows, with the logs' evidence for the
 // first one that failed or waits.
-func apiFindings(snap *joinstatus.Snapshot, rec *local.Record, bootstrap bool, accepted []string,
+func apiFindings(snap *joinstatus.Snapshot, rec *instance.Record, bootstrap bool, accepted []string,
 	lastDenied, other, otherLine, lastKubeletError, controllerLog string) []finding {
 	var out []finding
 	user := "system:node:" + rec.NodeName

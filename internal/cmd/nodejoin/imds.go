@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 func imdsCommand() *cobra.Command {
@@ -74,5 +74,5 @@ func serveIMDS(ctx context.Context, cmd *cobra.Command, listen string, inst loca
 	srv := &http.Server{Handler: localcloud.NewIMDS(inst, nil), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "Serving instance metadata of %s (%s, %s) on http://%s\n", inst.ID, inst.Type, inst.PrivateIPv4, l.Addr())
 	fmt.Fprintf(cmd.OutOrStdout(), "Use it: AWS_EC2_METADATA_SERVICE_ENDPOINT=http://%s nodeadm ...\n", l.Addr())
-	return cli.Serve(ctx, srv, l)
+	return httpserver.Serve(ctx, srv, l)
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/process"
-	"github.com/nodejoin/nodejoin/internal/provider/local"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
 // Run runs nodejoin with args.
@@ -54,7 +54,7 @@ func stateDir(name string) (string, error) {
 }
 
 func nameFlag(cmd *cobra.Command, name *string) {
-	cmd.Flags().StringVar(name, "name", localcluster.DefaultName, "cluster name")
+	cmd.Flags().StringVar(name, "name", controlplane.DefaultName, "cluster name")
 }
 
 func kubeconfigCommand() *cobra.Command {
@@ -78,13 +78,13 @@ func kubeconfigCommand() *cobra.Command {
 
 // runningCluster returns the state directory and state of the running cluster name, or
 // an error that says what to do.
-func runningCluster(name string) (string, *localcluster.State, error) {
+func runningCluster(name string) (string, *controlplane.State, error) {
 	dir, err := stateDir(name)
 	if err != nil {
 		return "", nil, err
 	}
-	s, err := localcluster.ReadState(dir)
-	if errors.Is(err, localcluster.ErrNoCluster) {
+	s, err := controlplane.ReadState(dir)
+	if errors.Is(err, controlplane.ErrNoCluster) {
 		return "", nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
 	}
 	if err != nil {
@@ -111,18 +111,18 @@ func downCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			_, statErr := os.Stat(dir)
-			leftNS := localcluster.LeftoverNamespace(name)
+			leftNS := controlplane.LeftoverNamespace(name)
 			if os.IsNotExist(statErr) && leftNS == "" {
 				_, err := fmt.Fprintf(out, "cluster %s: nothing to remove\n", name)
 				return err
 			}
-			if s, err := localcluster.ReadState(dir); err == nil && s.Running() {
+			if s, err := controlplane.ReadState(dir); err == nil && s.Running() {
 				fmt.Fprintf(out, "stopping cluster %s (pid %d)\n", name, s.Owner.PID)
 			}
 			if err := destroyCluster(cmd.Context(), dir, name); err != nil {
 				return fmt.Errorf("removing cluster %s: %w", name, err)
 			}
-			if err := localcluster.DeleteLeftoverNamespace(cmd.Context(), name); err != nil {
+			if err := controlplane.DeleteLeftoverNamespace(cmd.Context(), name); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(out, "cluster %s removed\n", name)
@@ -138,11 +138,11 @@ func downCommand() *cobra.Command {
 // crashed owner left — instance processes, mounts, cgroups, namespaces — then the
 // control plane's leftovers and the state directory.
 func destroyCluster(ctx context.Context, dir, name string) error {
-	if s, err := localcluster.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
+	if s, err := controlplane.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
 		process.Terminate(s.Owner, 90*time.Second)
 	}
-	if err := local.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
+	if err := instance.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
 		return err
 	}
-	return localcluster.Destroy(ctx, dir)
+	return controlplane.Destroy(ctx, dir)
 }

@@ -24,9 +24,9 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
-	"github.com/nodejoin/nodejoin/internal/joinstatus"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
-	"github.com/nodejoin/nodejoin/internal/provider/local"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
@@ -63,19 +63,19 @@ func nodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
 
 // workers are a cluster's local instances, run by the process that runs the cluster.
 type workers struct {
-	prov      *local.Provider
-	kubelet   local.KubeletKind
-	identity  local.Identity
+	prov      *instance.Provider
+	kubelet   instance.KubeletKind
+	identity  instance.Identity
 	token     string // bootstrap-token mode; a secret
 	simLogDir string
 }
 
 // resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
 // otherwise sim, with the reason.
-func resolveKubelet(asked string, network localcluster.Network) (local.KubeletKind, string, error) {
+func resolveKubelet(asked string, network controlplane.Network) (instance.KubeletKind, string, error) {
 	switch asked {
 	case "sim":
-		return local.KubeletSim, "", nil
+		return instance.KubeletSim, "", nil
 	case "real", "":
 	default:
 		return "", "", fmt.Errorf("--kubelet %q: want real or sim", asked)
@@ -84,7 +84,7 @@ func resolveKubelet(asked string, network localcluster.Network) (local.KubeletKi
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
 	}
-	if network == localcluster.NetworkLoopback {
+	if network == controlplane.NetworkLoopback {
 		missing = append(missing, "the cluster's network namespace (--network namespace)")
 	}
 	for _, bin := range []string{"containerd", "runc", "nsenter", "ip"} {
@@ -96,12 +96,12 @@ func resolveKubelet(asked string, network localcluster.Network) (local.KubeletKi
 		missing = append(missing, "the CNI plugins in /usr/lib/cni")
 	}
 	if len(missing) == 0 {
-		return local.KubeletReal, "", nil
+		return instance.KubeletReal, "", nil
 	}
 	if asked == "real" {
 		return "", "", fmt.Errorf("--kubelet real needs %s; run `make deps` as root, or use --kubelet sim", strings.Join(missing, ", "))
 	}
-	return local.KubeletSim, "real kubelets need " + strings.Join(missing, ", ") + " (install with `make deps` as root): using simulated kubelets", nil
+	return instance.KubeletSim, "real kubelets need " + strings.Join(missing, ", ") + " (install with `make deps` as root): using simulated kubelets", nil
 }
 
 // nodeadmPath finds nodeadm beside this executable, else among the tools.
@@ -121,7 +121,7 @@ func nodeadmPath() (string, error) {
 
 // startWorkers prepares the control plane for nodes (their access entry or bootstrap
 // token) and the provider that launches them.
-func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane, o nodeOptions, binDir string, progress io.Writer, log *slog.Logger) (*workers, error) {
+func startWorkers(ctx context.Context, c *controlplane.Cluster, cp *controlPlane, o nodeOptions, binDir string, progress io.Writer, log *slog.Logger) (*workers, error) {
 	kind, why, err := resolveKubelet(o.Kubelet, c.Options().Network)
 	if err != nil {
 		return nil, err
@@ -129,8 +129,8 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 	if why != "" {
 		fmt.Fprintf(progress, " • %s\n", why)
 	}
-	identity := local.Identity(o.Identity)
-	if identity != local.IdentityAWSIAM && identity != local.IdentityBootstrapToken {
+	identity := instance.Identity(o.Identity)
+	if identity != instance.IdentityAWSIAM && identity != instance.IdentityBootstrapToken {
 		return nil, fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
 	}
 	nodeadm, err := nodeadmPath()
@@ -141,7 +141,7 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 		binDir = toolbin.Dir()
 	}
 	kubeletPath, containerdPath := "", ""
-	if kind == local.KubeletReal {
+	if kind == instance.KubeletReal {
 		if kubeletPath, err = toolbin.Find(binDir, toolbin.Kubelet); err != nil {
 			return nil, err
 		}
@@ -154,13 +154,13 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 		return nil, err
 	}
 	opts := c.Options()
-	prov, err := local.New(local.Config{
-		Cluster: local.ClusterInfo{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR},
+	prov, err := instance.New(instance.Config{
+		Cluster: instance.ClusterInfo{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR},
 		// Simulated kubelets run in this process, on the host side of the forwarded port.
 		HostEndpoint: c.Endpoint(),
 		Dir:          filepath.Join(c.StateDir(), "instances"),
 		ClusterNS:    c.Namespace(),
-		Bridge:       localcluster.BridgeName,
+		Bridge:       controlplane.BridgeName,
 		NodeCIDR:     opts.NodeCIDR,
 		Gateway:      opts.BridgeAddr(),
 		Cloud:        cp.Cloud,
@@ -177,7 +177,7 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 		return nil, err
 	}
 	switch identity {
-	case local.IdentityAWSIAM:
+	case instance.IdentityAWSIAM:
 		dyn, err := dynamic.NewForConfig(c.RESTConfig())
 		if err != nil {
 			return nil, err
@@ -185,7 +185,7 @@ func startWorkers(ctx context.Context, c *localcluster.Cluster, cp *controlPlane
 		if err := ensureAccessEntry(ctx, dyn, c.Name(), prov.RoleARN(nodeRole(c.Name()))); err != nil {
 			return nil, err
 		}
-	case local.IdentityBootstrapToken:
+	case instance.IdentityBootstrapToken:
 		if w.token, err = bootstraptoken.Mint(ctx, client, "local", 24*time.Hour, time.Now()); err != nil {
 			return nil, fmt.Errorf("minting a bootstrap token: %w", err)
 		}
@@ -215,13 +215,13 @@ type launched struct {
 	start time.Time
 
 	mu     sync.Mutex
-	inst   *local.Instance
+	inst   *instance.Instance
 	inited bool
 	err    error
 	step   joinstatus.Step
 }
 
-func (l *launched) state() (*local.Instance, bool, error) {
+func (l *launched) state() (*instance.Instance, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.inst, l.inited, l.err
@@ -230,13 +230,13 @@ func (l *launched) state() (*local.Instance, bool, error) {
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
 func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
-	family, _ := local.ParseAMIFamily(o.AMIFamily)
+	family, _ := instance.ParseAMIFamily(o.AMIFamily)
 	out := make([]*launched, n)
 	for i := range out {
 		out[i] = &launched{}
 	}
 	parallel := 4
-	if w.kubelet == local.KubeletSim {
+	if w.kubelet == instance.KubeletSim {
 		parallel = 16
 	}
 	sem := make(chan struct{}, parallel)
@@ -251,7 +251,7 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 			l.mu.Lock()
 			l.start = time.Now()
 			l.mu.Unlock()
-			spec := local.Spec{
+			spec := instance.Spec{
 				InstanceType: o.InstanceType, AMIFamily: family, Identity: w.identity, BootstrapToken: w.token,
 				Role: nodeRole(w.prov.ClusterName()), Kubelet: w.kubelet,
 				KubeletFlags: o.KubeletFlags, CredentialsOf: w.instanceID(o.CredentialsOf), ClaimAddress: w.address(o.ClaimAddress),
@@ -285,7 +285,7 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 	timeout time.Duration, pr *progressPrinter) ([]nodeSummary, error) {
 	tr := joinstatus.NewTracker()
 	deadline := time.Now().Add(timeout)
-	bootstrap := w.identity == local.IdentityBootstrapToken
+	bootstrap := w.identity == instance.IdentityBootstrapToken
 	for {
 		snap, err := joinstatus.Take(ctx, client)
 		if err != nil {
@@ -353,10 +353,10 @@ func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus
 		}
 	}
 	name := inst.NodeName
-	if _, registered := snap.Nodes[name]; !registered && inst.Kubelet == local.KubeletReal {
+	if _, registered := snap.Nodes[name]; !registered && inst.Kubelet == instance.KubeletReal {
 		// A kubelet that authenticated as another node never registers: say so at once
 		// rather than at the timeout.
-		if other, _ := foreignIdentity(filepath.Join(inst.Root, local.KubeletLog), name); other != "" {
+		if other, _ := foreignIdentity(filepath.Join(inst.Root, instance.KubeletLog), name); other != "" {
 			return false, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, inst.ID, joinstatus.StepAuthenticated, foreignIdentityReason(name, other)), nil
 		}
 	}
@@ -397,8 +397,8 @@ func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, bootstrap 
 			if st.Detail != "" {
 				line += " (" + st.Detail + ")"
 			}
-			if l.inst.Kubelet == local.KubeletReal {
-				if e := kubeletEvidence(filepath.Join(l.inst.Root, local.KubeletLog)); e != "" {
+			if l.inst.Kubelet == instance.KubeletReal {
+				if e := kubeletEvidence(filepath.Join(l.inst.Root, instance.KubeletLog)); e != "" {
 					line += "\n    kubelet: " + e
 				}
 			}
@@ -490,7 +490,7 @@ func (p *progressPrinter) step(l *launched, step joinstatus.Step, at time.Time, 
 	case joinstatus.StepInstance:
 		detail = fmt.Sprintf("%s  %s  %s kubelet", inst.ID, inst.IP, inst.Kubelet)
 	case joinstatus.StepNodeadm:
-		if inst.Kubelet == local.KubeletSim {
+		if inst.Kubelet == instance.KubeletSim {
 			detail = "simulated kubelet started"
 		} else {
 			detail = "files written, containerd and kubelet running"
@@ -532,7 +532,7 @@ func (p *progressPrinter) flush(final bool) {
 func (w *workers) run(ctx context.Context, client kubernetes.Interface, o nodeOptions, cp *controlPlane, stateDir string, progress io.Writer) ([]nodeSummary, error) {
 	start := time.Now()
 	fmt.Fprintf(progress, " • launching %d %s node(s) (%s kubelet, %s identity, %s user data)\n", o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))
-	pr := newProgressPrinter(progress, o.Count, w.identity == local.IdentityBootstrapToken)
+	pr := newProgressPrinter(progress, o.Count, w.identity == instance.IdentityBootstrapToken)
 	ls, launchedAll := w.launch(ctx, o.Count, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if _, _, err := l.state(); err != nil {
 			pr.failed(l)
@@ -552,7 +552,7 @@ func (w *workers) run(ctx context.Context, client kubernetes.Interface, o nodeOp
 }
 
 func familyName(s string) string {
-	f, err := local.ParseAMIFamily(s)
+	f, err := instance.ParseAMIFamily(s)
 	if err != nil {
 		return s
 	}
@@ -573,10 +573,10 @@ func (o *nodeOptions) validate() error {
 	if o.Count < 0 {
 		return fmt.Errorf("--nodes %d: want 0 or more", o.Count)
 	}
-	if _, err := local.ParseAMIFamily(o.AMIFamily); err != nil {
+	if _, err := instance.ParseAMIFamily(o.AMIFamily); err != nil {
 		return fmt.Errorf("--ami-family: %w", err)
 	}
-	if o.Identity != string(local.IdentityAWSIAM) && o.Identity != string(local.IdentityBootstrapToken) {
+	if o.Identity != string(instance.IdentityAWSIAM) && o.Identity != string(instance.IdentityBootstrapToken) {
 		return fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
 	}
 	if o.Kubelet != "" && o.Kubelet != "real" && o.Kubelet != "sim" {

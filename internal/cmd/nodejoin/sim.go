@@ -7,15 +7,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nodejoin/nodejoin/internal/kubeletsim"
-	"github.com/nodejoin/nodejoin/internal/provider/local"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
 )
 
 // simRunner runs a simulated kubelet for an instance, as nodeadm would configure the
 // real one: the instance's credential plugin or bootstrap token, its addresses and
 // provider ID, and --cloud-provider=external. Each logs to logs/kubeletsim/NODE.log.
-func (w *workers) simRunner() local.SimRunner {
-	return func(ctx context.Context, n local.SimNode) error {
+func (w *workers) simRunner() instance.SimRunner {
+	return func(ctx context.Context, n instance.SimNode) error {
 		if err := os.MkdirAll(w.simLogDir, 0o700); err != nil {
 			return err
 		}

@@ -19,8 +19,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodejoin/nodejoin/internal/localcluster"
-	"github.com/nodejoin/nodejoin/internal/provider/local"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
 type upOptions struct {
@@ -55,13 +55,13 @@ func upCommand() *cobra.Command {
 	nameFlag(cmd, &o.name)
 	f.IntVar(&o.nodes.Count, "nodes", 0, "number of worker nodes (local instances) to launch")
 	f.StringVar(&o.nodes.InstanceType, "instance-type", "m5.large", "EC2 instance type the instances report (sets max pods and reserved resources)")
-	f.StringVar(&o.nodes.AMIFamily, "ami-family", string(local.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
-	f.StringVar(&o.nodes.Identity, "identity", string(local.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
+	f.StringVar(&o.nodes.AMIFamily, "ami-family", string(instance.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
 	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
-	f.StringVar(&o.nodeCIDR, "node-cidr", localcluster.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
+	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default: beside this binary, or the source tree's bin/)")
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
@@ -69,16 +69,16 @@ func upCommand() *cobra.Command {
 	return cmd
 }
 
-func (o *upOptions) clusterOptions(dir string, progress io.Writer) (localcluster.Options, error) {
+func (o *upOptions) clusterOptions(dir string, progress io.Writer) (controlplane.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
-		return localcluster.Options{}, fmt.Errorf("--node-cidr %q: %w", o.nodeCIDR, err)
+		return controlplane.Options{}, fmt.Errorf("--node-cidr %q: %w", o.nodeCIDR, err)
 	}
-	return localcluster.Options{
+	return controlplane.Options{
 		Name:     o.name,
 		StateDir: dir,
 		BinDir:   o.binDir,
-		Network:  localcluster.Network(o.network),
+		Network:  controlplane.Network(o.network),
 		NodeCIDR: cidr,
 		APIPort:  o.apiPort,
 		Progress: progress,
@@ -96,7 +96,7 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	// Checked here too, before --detach starts a background process for nothing.
-	if err := localcluster.EnsureNoCluster(dir); err != nil {
+	if err := controlplane.EnsureNoCluster(dir); err != nil {
 		return err
 	}
 	if o.detach {
@@ -149,7 +149,7 @@ func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
 // session is what the process that runs a cluster runs: the control plane, the
 // controller and the local instances.
 type session struct {
-	c       *localcluster.Cluster
+	c       *controlplane.Cluster
 	cp      *controlPlane
 	summary []nodeSummary
 
@@ -167,8 +167,8 @@ func openLog(dir string) (*os.File, error) {
 
 // startAll starts the control plane, then nodejoin-controller in this process, then
 // the nodes, and waits until they are Ready. On failure it stops what it started.
-func startAll(ctx context.Context, opts localcluster.Options, nodes nodeOptions, log *slog.Logger) (*session, error) {
-	c, err := localcluster.Start(ctx, opts)
+func startAll(ctx context.Context, opts controlplane.Options, nodes nodeOptions, log *slog.Logger) (*session, error) {
+	c, err := controlplane.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (o *upOptions) startFailed(ctx context.Context, dir string, err error) erro
 	return fmt.Errorf("starting cluster %s: %w", o.name, err)
 }
 
-func printReady(w io.Writer, c *localcluster.Cluster, detached bool) {
+func printReady(w io.Writer, c *controlplane.Cluster, detached bool) {
 	fmt.Fprintf(w, "Cluster %s is ready.\n", c.Name())
 	fmt.Fprintf(w, "  API server:  %s\n", c.Endpoint())
 	fmt.Fprintf(w, "  kubeconfig:  %s\n", c.KubeconfigPath())
@@ -308,7 +308,7 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logPath)
 		}
 	}
-	s, err := localcluster.ReadState(dir)
+	s, err := controlplane.ReadState(dir)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package local
+package instance
 
 import (
 	"context"
@@ -20,11 +20,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // Instance is a launched local instance.
@@ -176,7 +176,7 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.I
 	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
 	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
-	go func() { inst.imdsDone <- cli.Serve(imdsCtx, srv, l) }()
+	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
 	return nil
 }
 

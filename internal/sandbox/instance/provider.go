@@ -9,7 +9,7 @@
 // A simulated instance (for scale) has the same EC2 entry, metadata and credentials, but
 // no namespace: its IMDS listens on the host's loopback and a kubeletsim.Kubelet plays
 // its kubelet.
-package local
+package instance
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // Identity is how an instance's kubelet proves who it is.

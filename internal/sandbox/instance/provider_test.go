@@ -1,11 +1,11 @@
-package local
+package instance
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/nodejoin/nodejoin/internal/localcloud"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // Addresses start at the eleventh of the range, skip the bridge's, are reused once

@@ -1,4 +1,4 @@
-package localcluster_test
+package controlplane_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodejoin/nodejoin/internal/localcluster"
-	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
@@ -51,11 +51,11 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 	before := hostAddrs(t)
 	stateDir := filepath.Join(t.TempDir(), "state")
 	var progress bytes.Buffer
-	c, err := localcluster.Start(t.Context(), localcluster.Options{
+	c, err := controlplane.Start(t.Context(), controlplane.Options{
 		Name:          "nstest",
 		StateDir:      stateDir,
 		BinDir:        bin,
-		Network:       localcluster.NetworkNamespace,
+		Network:       controlplane.NetworkNamespace,
 		UnsafeNoFsync: true,
 		Progress:      &progress,
 	})
@@ -65,7 +65,7 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 	destroyed := false
 	t.Cleanup(func() {
 		if !destroyed {
-			_ = localcluster.Destroy(context.Background(), stateDir)
+			_ = controlplane.Destroy(context.Background(), stateDir)
 		}
 	})
 	for _, step := range []string{"✓ generating certificates", "✓ creating network", "✓ starting etcd", "✓ starting kube-apiserver"} {
@@ -95,18 +95,18 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 		t.Errorf("kubectl version:\n%s", got)
 	}
 	// The kubernetes service points at the bridge address, where instances reach the API.
-	if got := kubectl("get", "endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes", "-o", "jsonpath={.items[0].endpoints[0].addresses[0]}"); got != localcluster.DefaultNodeCIDR.Addr().Next().String() {
+	if got := kubectl("get", "endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes", "-o", "jsonpath={.items[0].endpoints[0].addresses[0]}"); got != controlplane.DefaultNodeCIDR.Addr().Next().String() {
 		t.Errorf("kubernetes service endpoint = %q, want the bridge address", got)
 	}
 
-	s, err := localcluster.ReadState(stateDir)
+	s, err := controlplane.ReadState(stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.Ready || s.Namespace != "nodejoin-nstest" || len(s.Daemons) != 2 {
 		t.Errorf("state = %+v", s)
 	}
-	if err := localcluster.Destroy(t.Context(), stateDir); err != nil {
+	if err := controlplane.Destroy(t.Context(), stateDir); err != nil {
 		t.Fatal(err)
 	}
 	destroyed = true

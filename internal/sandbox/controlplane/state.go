@@ -1,4 +1,4 @@
-package localcluster
+package controlplane
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // StateFile is the name of the file in the state directory that records what a running

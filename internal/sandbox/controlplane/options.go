@@ -5,7 +5,7 @@
 // namespace), bound to a bridge address there that local instances later attach to, and
 // the host reaches the API through a loopback port that this package forwards into the
 // namespace. Without root it runs on the host's loopback interface.
-package localcluster
+package controlplane
 
 import (
 	"fmt"

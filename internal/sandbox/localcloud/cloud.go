@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
@@ -68,7 +68,7 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 		*ep.url = scheme + l.Addr().String()
 		srv := &http.Server{Handler: ep.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: ep.tls,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { c.done <- cli.Serve(ctx, srv, l) }()
+		go func() { c.done <- httpserver.Serve(ctx, srv, l) }()
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package localcluster
+package controlplane
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 

@@ -19,10 +19,10 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/inventory"
-	"github.com/nodejoin/nodejoin/internal/localcloud"
-	"github.com/nodejoin/nodejoin/internal/localcluster"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -34,7 +34,7 @@ import (
 // says so.
 func TestJoinWithExecCredentials(t *testing.T) {
 	const account = "111122223333"
-	env := testenv.Start(t, func(o *localcluster.Options) { o.TokenWebhook = true })
+	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhook = true })
 	ctx := t.Context()
 	cloudCtx, stopCloud := context.WithCancel(context.Background())
 	var cloudLogs testenv.SyncBuffer

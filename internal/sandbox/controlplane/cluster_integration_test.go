@@ -1,4 +1,4 @@
-package localcluster_test
+package controlplane_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package local
+package instance
 
 import (
 	"net/netip"
