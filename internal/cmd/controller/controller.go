@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/rbac"
@@ -249,7 +249,7 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 
 // run runs the manager; signing says whether this is `run` (CSR controller on) or
 // `webhook` (webhook alone).
-func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error {
+func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 	if !signing && o.webhookListen == "" {
 		return errors.New("--listen is required")
 	}
@@ -257,7 +257,7 @@ func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error
 		return err
 	}
 	cfg := manager.Config{
-		Log:                  slog.New(slog.NewTextHandler(logOut, nil)),
+		Log:                  logging.FromContext(ctx),
 		MaxExpiration:        o.maxExpiration,
 		InstallRBAC:          signing && o.installRBAC,
 		InstallCRDs:          signing && o.installCRDs,
