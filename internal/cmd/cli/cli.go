@@ -56,15 +56,16 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	root.SetErr(stderr)
 	root.SilenceUsage = true
 	root.SilenceErrors = true
-	root.AddCommand(versionCommand())
+	root.AddCommand(versionCommand(root.Name()))
 	return root.ExecuteContext(ctx)
 }
 
-func versionCommand() *cobra.Command {
+func versionCommand(rootName string) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  " + rootName + " version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", cmd.Root().Name(), version.Get())
 			return err
