@@ -1,8 +1,6 @@
 package node
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -118,110 +116,6 @@ func (r *renderer) ca() error {
 
 func (r *renderer) versionAtLeast(v string) bool {
 	return r.o.KubeletVersion != "" && semver.Compare(r.o.KubeletVersion, v) >= 0
-}
-
-func (r *renderer) kubeletConfig() error {
-	spec := &r.cfg.Spec
-	dns, err := nodeconfig.ClusterDNS(spec.Cluster.CIDR)
-	if err != nil {
-		return err
-	}
-	info, known := nodeconfig.ENIInfo{}, false
-	if r.o.InstanceTypes != nil {
-		info, known = r.o.InstanceTypes(r.md.InstanceType)
-	}
-	maxPods := nodeconfig.DefaultMaxPods
-	if known {
-		maxPods, err = nodeconfig.MaxPods(info, spec.Kubelet.MaxPodsExpression)
-		if err != nil {
-			r.warn("%v", err)
-		}
-	} else {
-		r.warn("instance type %q is not in the instance-type table: max pods is %d", r.md.InstanceType, maxPods)
-	}
-	r.out.MaxPods = maxPods
-	featureGates := map[string]bool{"RotateKubeletServerCertificate": true}
-	c := map[string]any{
-		"kind":       "KubeletConfiguration",
-		"apiVersion": "kubelet.config.k8s.io/v1beta1",
-		"address":    "0.0.0.0",
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": false},
-			"webhook":   map[string]any{"enabled": true, "cacheTTL": "2m0s"},
-			"x509":      map[string]any{"clientCAFile": r.p(CAPath)},
-		},
-		"authorization": map[string]any{
-			"mode":    "Webhook",
-			"webhook": map[string]any{"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"},
-		},
-		"cgroupDriver":             "systemd",
-		"cgroupRoot":               "/",
-		"clusterDomain":            "cluster.local",
-		"clusterDNS":               []string{dns},
-		"containerRuntimeEndpoint": "unix://" + r.p("/run/containerd/containerd.sock"),
-		"evictionHard":             map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"},
-		"featureGates":             featureGates,
-		"hairpinMode":              "hairpin-veth",
-		"protectKernelDefaults":    true,
-		"readOnlyPort":             0,
-		"logging":                  map[string]any{"verbosity": 2},
-		"serializeImagePulls":      false,
-		"serverTLSBootstrap":       true,
-		"tlsCipherSuites": []string{
-			"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-			"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-			"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
-			"TLS_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_256_GCM_SHA384",
-		},
-		"providerID":           fmt.Sprintf("aws:///%s/%s", r.md.AvailabilityZone, r.md.InstanceID),
-		"systemReservedCgroup": "/system",
-		"kubeReservedCgroup":   "/runtime",
-		"maxPods":              maxPods,
-		"kubeReserved": map[string]string{
-			"cpu":               fmt.Sprintf("%dm", nodeconfig.KubeReservedCPUMillis(r.o.CPUMillis)),
-			"ephemeral-storage": "1Gi",
-			"memory":            fmt.Sprintf("%dMi", nodeconfig.KubeReservedMemoryMi(maxPods)),
-		},
-	}
-	if r.versionAtLeast("v1.33.0") {
-		featureGates["DynamicResourceAllocation"] = true
-	}
-	if r.versionAtLeast("v1.34.0") {
-		featureGates["MutableCSINodeAllocatableCount"] = true
-		c["shutdownGracePeriod"] = "2m30s"
-		c["shutdownGracePeriodCriticalPods"] = "30s"
-	}
-	data, err := indentJSON(c)
-	if err != nil {
-		return err
-	}
-	r.out.Files.add(KubeletConfigPath, 0o644, data)
-	if len(spec.Kubelet.Config) > 0 {
-		dropIn := map[string]any{"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1"}
-		for k, v := range spec.Kubelet.Config {
-			dropIn[k] = v
-		}
-		data, err := indentJSON(dropIn)
-		if err != nil {
-			return fmt.Errorf("encoding spec.kubelet.config: %w", err)
-		}
-		r.out.Files.add(KubeletDropInPath, 0o644, data)
-	}
-	return nil
-}
-
-// indentJSON encodes with sorted keys and a 4-space indent, as upstream writes.
-func indentJSON(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "    "); err != nil {
-		return nil, err
-	}
-	b.WriteByte('\n')
-	return b.Bytes(), nil
 }
 
 func (r *renderer) kubeconfig() error {

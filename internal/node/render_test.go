@@ -1,12 +1,16 @@
 package node
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeconfig"
@@ -268,5 +272,23 @@ func TestRenderNameResolution(t *testing.T) {
 	}
 	if got := string(file(t, out, ResolvedDropIn)); got != "[Resolve]\nDNS=8.8.8.8 8.8.4.4\nDomains=search.me.please search.me.next.please\n" {
 		t.Errorf("resolved drop-in:\n%s", got)
+	}
+}
+
+// The rendered config.json is a KubeletConfiguration the kubelet's own types accept
+// strictly: every field name is one the v1beta1 API knows.
+func TestRenderKubeletConfigDecodesStrictly(t *testing.T) {
+	out, err := Render(mergedConfig(t, clusterDoc), e2eInstance, Options{KubeletVersion: "v1.37.1", CPUMillis: 2000, InstanceTypes: e2eTypes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := json.NewDecoder(bytes.NewReader(file(t, out, KubeletConfigPath)))
+	d.DisallowUnknownFields()
+	var c kubeletv1beta1.KubeletConfiguration
+	if err := d.Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxPods != 58 || c.ReadOnlyPort != 0 || *c.SerializeImagePulls || c.ShutdownGracePeriod.Duration.String() != "2m30s" {
+		t.Errorf("decoded %+v", c)
 	}
 }

@@ -1,5 +1,5 @@
 // Package cli holds what nodejoin's three commands share: the signal-aware Main that
-// their one-line mains call, and the version subcommand.
+// their one-line mains call, the logging flags, and the version subcommand.
 package cli
 
 import (
@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/version"
 )
 
@@ -30,22 +31,41 @@ func Main(run RunFunc) int {
 	return 0
 }
 
-// Execute runs root with args and streams; errors are returned, not printed.
+// Execute runs root with args and streams; errors are returned, not printed. It adds the
+// logging flags (-v, --log-format) to every command: before a command runs, the logger
+// they describe, writing to stderr, is klog's and is in the command's context
+// (logging.FromContext). A subcommand's own PersistentPreRunE would replace the root's
+// (cobra runs only the nearest), so subcommands use PreRunE.
 func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) error {
+	var lo logging.Options
+	lo.Bind(root.PersistentFlags())
+	next := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		l, err := lo.Setup(stderr)
+		if err != nil {
+			return err
+		}
+		cmd.SetContext(logging.NewContext(cmd.Context(), l))
+		if next != nil {
+			return next(cmd, args)
+		}
+		return nil
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SilenceUsage = true
 	root.SilenceErrors = true
-	root.AddCommand(versionCommand())
+	root.AddCommand(versionCommand(root.Name()))
 	return root.ExecuteContext(ctx)
 }
 
-func versionCommand() *cobra.Command {
+func versionCommand(rootName string) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  " + rootName + " version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", cmd.Root().Name(), version.Get())
 			return err

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/leader"
+	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/rbac"
@@ -33,6 +33,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:   "nodejoin-controller",
 		Short: "Authenticate joining nodes, approve and sign their certificates",
+		Example: `  # In the cluster (deploy/controller.yaml), with JSON logs
+  nodejoin-controller run --inventory-source ec2 --ca-cert ca.crt --ca-key ca.key --log-format json
+
+  # The TokenReview webhook alone, next to kube-apiserver
+  nodejoin-controller webhook --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2 --inventory-source ec2`,
 	}
 	root.AddCommand(runCommand(), webhookCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
@@ -74,6 +79,15 @@ func runCommand() *cobra.Command {
 			"also serves kube-apiserver's TokenReviews (see `nodejoin-controller webhook --help`).\n" +
 			"Several replicas may run: the webhook serves on each, the CSR controller and the cleanup\n" +
 			"of expired bootstrap tokens only on the holder of the kube-system/nodejoin-controller Lease.",
+		Example: `  # Sign with the cluster CA, look instances up in EC2, serve the webhook too
+  nodejoin-controller run --kubeconfig admin.kubeconfig \
+    --ca-cert /etc/kubernetes/pki/ca.crt --ca-key /etc/kubernetes/pki/ca.key \
+    --inventory-source ec2 --aws-region us-west-2 \
+    --webhook-listen :21362 --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2
+
+  # One replica, no leader election, instances from a file, client-go request logs
+  nodejoin-controller run --leader-elect=false --inventory inventory.json \
+    --ca-cert ca.crt --ca-key ca.key -v 6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), true) },
 	}
@@ -109,6 +123,9 @@ func webhookCommand() *cobra.Command {
 			"pointing at https://ADDR/authenticate). A token is accepted when its form is right, STS\n" +
 			"verifies it for this cluster, its role has a NodeAccessEntry or an aws-auth mapping, and the\n" +
 			"instance it names is running with that role.",
+		Example: `  # Authenticate tokens bound to my-cluster, signed for us-west-2's STS
+  nodejoin-controller webhook --listen :21362 --tls-cert tls.crt --tls-key tls.key \
+    --cluster-id my-cluster --region us-west-2 --inventory-source ec2 --aws-region us-west-2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), false) },
 	}
@@ -249,7 +266,7 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 
 // run runs the manager; signing says whether this is `run` (CSR controller on) or
 // `webhook` (webhook alone).
-func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error {
+func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 	if !signing && o.webhookListen == "" {
 		return errors.New("--listen is required")
 	}
@@ -257,7 +274,7 @@ func (o *options) run(ctx context.Context, logOut io.Writer, signing bool) error
 		return err
 	}
 	cfg := manager.Config{
-		Log:                  slog.New(slog.NewTextHandler(logOut, nil)),
+		Log:                  logging.FromContext(ctx),
 		MaxExpiration:        o.maxExpiration,
 		InstallRBAC:          signing && o.installRBAC,
 		InstallCRDs:          signing && o.installCRDs,

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -21,7 +22,12 @@ func checkCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Read, merge and validate the configuration; list every problem with its location",
-		Args:  cobra.NoArgs,
+		Example: `  # The instance's user data, as init reads it
+  nodeadm config check
+
+  # A NodeConfig file before it goes into a launch template
+  nodeadm config check -c file://nodeconfig.yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			loaded, err := newCloud(cmd.ErrOrStderr()).load(cmd.Context(), src.sources)
@@ -35,6 +41,9 @@ func checkCommand() *cobra.Command {
 					fmt.Fprintf(out, "error: %v\n", e)
 				}
 				return fmt.Errorf("%w: %d problem(s)", ErrInvalid, len(errs))
+			}
+			for _, s := range node.Ignored(loaded.Merged) {
+				fmt.Fprintf(out, "warning: %s: %s\n", s.Field, s.Reason)
 			}
 			_, err = fmt.Fprintf(out, "ok: cluster %s at %s\n", loaded.Merged.Spec.Cluster.Name, loaded.Merged.Spec.Cluster.APIServerEndpoint)
 			return err
@@ -62,7 +71,12 @@ func dumpCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump",
 		Short: "Print the merged configuration as a NodeConfig",
-		Args:  cobra.NoArgs,
+		Example: `  # What bootstrap.sh-style or eksctl user data means as a NodeConfig
+  nodeadm config dump -c file://user-data.sh
+
+  # User data merged with a drop-in directory, as JSON
+  nodeadm config dump -o json -c imds://user-data -c file:///etc/eks/nodeadm.d/`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			loaded, err := newCloud(cmd.ErrOrStderr()).load(cmd.Context(), src.sources)
 			if err != nil {
@@ -97,7 +111,12 @@ func explainCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain",
 		Short: "Say what each part of the user data is and what nodeadm does with it",
-		Args:  cobra.NoArgs,
+		Example: `  # The instance's user data
+  nodeadm userdata explain
+
+  # A MIME multipart file from a launch template
+  nodeadm userdata explain -c file://user-data.mime`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			loaded, err := newCloud(cmd.ErrOrStderr()).load(cmd.Context(), src.sources)

@@ -36,6 +36,8 @@ func getTokenCommand() *cobra.Command {
 			"the cluster with the signed header x-k8s-aws-id, and prints it as an ExecCredential: the same\n" +
 			"token as aws-iam-authenticator and `aws eks get-token` produce. The token is printed only to\n" +
 			"standard output, for the kubelet.",
+		Example: `  # What the kubelet's kubeconfig runs
+  nodeadm get-token --cluster-name my-cluster --region us-west-2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cluster == "" {

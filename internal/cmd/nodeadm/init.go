@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
 	"github.com/nodejoin/nodejoin/internal/userdata"
@@ -40,6 +40,18 @@ func initCommand() *cobra.Command {
 		Long: "init runs two phases. config: read and merge the configuration, read instance metadata,\n" +
 			"and write the node's files atomically (a file already right is left alone). run: (re)start\n" +
 			"containerd, then the kubelet. --skip skips a phase.",
+		Example: `  # Configure this host from its user data and start containerd and the kubelet
+  sudo nodeadm init
+
+  # Write the files only, from user data and a local drop-in directory
+  sudo nodeadm init --skip run -c imds://user-data -c file:///etc/eks/nodeadm.d/
+
+  # A local instance: files under a directory root, daemons as plain processes
+  nodeadm init --root /var/lib/nodejoin/instances/i-1 --daemon-manager process \
+    --kubelet-path /usr/local/bin/kubelet --containerd-path /usr/local/bin/containerd
+
+  # After editing the configuration, restart only the kubelet
+  sudo nodeadm init --daemon kubelet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
@@ -107,6 +119,9 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 		printFindings(out, loaded.Findings(), userdata.LevelWarning)
 		if errs := loaded.Merged.Validate(); len(errs) > 0 {
 			return fmt.Errorf("%w: %w", ErrInvalid, errs.ToAggregate())
+		}
+		for _, s := range node.Ignored(loaded.Merged) {
+			logging.FromContext(ctx).Warn("setting ignored", "field", s.Field, "reason", s.Reason)
 		}
 		return nil
 	}); err != nil {
@@ -188,7 +203,8 @@ func (o *initOptions) daemonManager() node.DaemonManager {
 
 var versionRE = regexp.MustCompile(`v?([0-9]+\.[0-9]+\.[0-9]+)`)
 
-// detectKubeletVersion reads the version file the image ships, else asks the kubelet.
+// detectKubeletVersion reads the version file the image ships, else asks the kubelet
+// (its answer cached under the root's /var/lib/nodeadm).
 func (o *initOptions) detectKubeletVersion(ctx context.Context) (string, error) {
 	text := o.kubeletVersion
 	if text == "" {
@@ -201,11 +217,16 @@ func (o *initOptions) detectKubeletVersion(ctx context.Context) (string, error) 
 		if bin == "" {
 			bin = "kubelet"
 		}
-		out, err := exec.CommandContext(ctx, bin, "--version").Output()
+		log := logging.FromContext(ctx)
+		a, err := node.KubeletVersion(ctx, bin, filepath.Join(o.root, node.KubeletVersionCachePath))
 		if err != nil {
-			return "", fmt.Errorf("finding the kubelet's version (give --kubelet-version): %s --version: %w", bin, err)
+			return "", fmt.Errorf("finding the kubelet's version (give --kubelet-version): %w", err)
 		}
-		text = string(out)
+		if a.CacheErr != nil {
+			log.Warn("kubelet version not cached", "err", a.CacheErr)
+		}
+		log.Debug("kubelet version found", "version", strings.TrimSpace(a.Text), "cached", a.Cached)
+		text = a.Text
 	}
 	m := versionRE.FindStringSubmatch(text)
 	if m == nil {

@@ -19,10 +19,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Long: "nodeadm reads a node's user data — NodeConfig, bootstrap.sh calls, eksctl cloud-config or\n" +
 			"Bottlerocket settings — writes the kubelet's and containerd's configuration and starts them,\n" +
 			"so that the node joins its cluster.",
+		Example: `  # At boot (as the nodeadm-config and nodeadm-run units do): configure and start the node
+  nodeadm init
+
+  # Check the user data first, with the problems and where they are
+  nodeadm config check
+
+  # Log as JSON, with client and debug detail
+  nodeadm init --log-format json -v 4`,
 	}
-	config := &cobra.Command{Use: "config", Short: "Check or print the node configuration"}
+	config := &cobra.Command{Use: "config", Short: "Check or print the node configuration",
+		Example: "  nodeadm config check -c file:///etc/eks/nodeadm.d/\n  nodeadm config dump -o json"}
 	config.AddCommand(checkCommand(), dumpCommand())
-	ud := &cobra.Command{Use: "userdata", Short: "Inspect user data"}
+	ud := &cobra.Command{Use: "userdata", Short: "Inspect user data",
+		Example: "  nodeadm userdata explain -c file://user-data.mime"}
 	ud.AddCommand(explainCommand())
 	root.AddCommand(initCommand(), getTokenCommand(), config, ud)
 	return cli.Execute(ctx, root, args, stdout, stderr)
