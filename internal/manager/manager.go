@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,6 +54,8 @@ const (
 	DefaultCSRWorkers  = 4
 	DefaultNodeWorkers = 2
 )
+
+var setGlobalLogger sync.Once
 
 // Config says which parts run and with what.
 type Config struct {
@@ -278,6 +281,9 @@ func newManager(cfg *Config, client kubernetes.Interface) (ctrl.Manager, error) 
 		// to expire.
 		opts.LeaderElectionReleaseOnCancel = true
 	}
+	// controller-runtime's packages log through its global logger when no context
+	// carries one; the first manager's logger takes it, so that nothing goes to stderr.
+	setGlobalLogger.Do(func() { ctrl.SetLogger(opts.Logger) })
 	mgr, err := ctrl.NewManager(cfg.REST, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
