@@ -18,11 +18,11 @@ const controllerGenVersion = "v0.23.0"
 func controllerGen(t *testing.T, root string) string {
 	t.Helper()
 	bin := filepath.Join(root, "bin", "controller-gen")
-	if out, err := exec.Command(bin, "--version").Output(); err == nil && strings.TrimSpace(string(out)) == "Version: "+controllerGenVersion {
+	if out, err := exec.CommandContext(t.Context(), bin, "--version").Output(); err == nil && strings.TrimSpace(string(out)) == "Version: "+controllerGenVersion {
 		return bin
 	}
 	gobin := t.TempDir()
-	cmd := exec.Command("go", "install", "sigs.k8s.io/controller-tools/cmd/controller-gen@"+controllerGenVersion)
+	cmd := exec.CommandContext(t.Context(), "go", "install", "sigs.k8s.io/controller-tools/cmd/controller-gen@"+controllerGenVersion)
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("installing controller-gen %s: %v\n%s", controllerGenVersion, err, out)
@@ -41,7 +41,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 	gen := controllerGen(t, root)
 	out := t.TempDir()
-	cmd := exec.Command(gen, "object", "crd:crdVersions=v1", "paths=./api/nodejoin/v1alpha1/...",
+	cmd := exec.CommandContext(t.Context(), gen, "object", "crd:crdVersions=v1", "paths=./api/nodejoin/v1alpha1/...",
 		"output:object:dir="+out, "output:crd:dir="+out)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
