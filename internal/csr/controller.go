@@ -101,8 +101,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	err := c.Settle(ctx, &csr)
 	switch {
-	case err == nil || ctx.Err() != nil:
+	case err == nil:
 		return reconcile.Result{}, nil
+	case ctx.Err() != nil:
+		// Stopping: whoever leads next settles it.
+		return reconcile.Result{}, ctx.Err()
 	case apierrors.IsConflict(err):
 		// Another writer, or a cached copy older than the CSR: read it again.
 		c.logger().Debug("CSR changed meanwhile, reading it again", "csr", csr.Name)
