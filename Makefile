@@ -6,6 +6,7 @@ SHELL := bash
 GO ?= go
 BIN := $(CURDIR)/bin
 GOLANGCI_LINT_VERSION := v2.15.0
+CONTROLLER_GEN_VERSION := v0.23.0
 # Worker nodes started by `make up`: local instances whose real kubelets join (simulated
 # kubelets where real ones cannot run: see `nodejoin up --help`).
 NODES ?= 2
@@ -63,6 +64,23 @@ $(BIN)/golangci-lint: Makefile
 	@if ! $(BIN)/golangci-lint version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%)"; then \
 		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION)"; \
 		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+	@touch $@
+
+.PHONY: generate
+generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry CRD (api/, deploy/crds/) with controller-gen
+	$(BIN)/controller-gen object paths=./api/nodejoin/v1alpha1/...
+	@# The CRD of NodeAccessEntry only: NodeJoinConfig is user data, not an API object.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(BIN)/controller-gen crd:crdVersions=v1 paths=./api/nodejoin/v1alpha1/... output:crd:dir="$$tmp" && \
+		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" api/nodejoin/v1alpha1/crds/ && \
+		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" deploy/crds/
+
+$(BIN)/controller-gen: Makefile
+	@mkdir -p $(BIN)
+	@if ! $(BIN)/controller-gen --version 2>/dev/null | grep -qx "Version: $(CONTROLLER_GEN_VERSION)"; then \
+		echo "installing controller-gen $(CONTROLLER_GEN_VERSION)"; \
+		GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION); \
 	fi
 	@touch $@
 

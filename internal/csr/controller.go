@@ -12,18 +12,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-
-	"github.com/nodejoin/nodejoin/internal/events"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Controller approves or denies kubelet CSRs with a Policy and issues approved ones
-// with a Signer. Each write carries the CSR's resourceVersion, so two controllers
-// racing on one CSR conflict instead of deciding or issuing twice.
+// with a Signer. It is a controller-runtime reconciler: SetupWithManager watches the
+// CSRs of the two kubelet signers, and several workers settle different CSRs at once
+// (never one CSR twice at a time). Each write carries the CSR's resourceVersion, so two
+// controllers racing on one CSR, or a worker acting on a stale cached copy, conflict
+// instead of deciding or issuing twice; a conflict reads the CSR again.
 type Controller struct {
+	// Client writes decisions and certificates.
 	Client kubernetes.Interface
 	Policy *Policy
 	Signer *Signer
@@ -32,6 +38,26 @@ type Controller struct {
 	OnIssued func(csrName string)
 	// Metrics, when set, records decisions and latencies.
 	Metrics *Metrics
+	// Recorder, when set, records an Event about each decision and issued certificate.
+	Recorder events.EventRecorder
+
+	// reader reads CSRs from the manager's cache.
+	reader client.Reader
+}
+
+// SetupWithManager registers the controller with mgr, settling up to workers CSRs at
+// once (at least one).
+func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	c.reader = mgr.GetClient()
+	kubelets := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		csr, ok := o.(*certificatesv1.CertificateSigningRequest)
+		return ok && (csr.Spec.SignerName == SignerKubeletServing || csr.Spec.SignerName == SignerKubeletClient)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("certificatesigningrequest").
+		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(kubelets)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		Complete(c)
 }
 
 // NewAccessReview returns an AccessReview that asks the API server with a
@@ -63,51 +89,30 @@ func (c *Controller) logger() *slog.Logger {
 	return c.Log
 }
 
-// Start runs the controller until ctx ends.
-func (c *Controller) Start(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactory(c.Client, 10*time.Minute)
-	informer := factory.Certificates().V1().CertificateSigningRequests()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	defer queue.ShutDown()
-	enqueue := func(obj any) {
-		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && (csr.Spec.SignerName == SignerKubeletServing || csr.Spec.SignerName == SignerKubeletClient) {
-			queue.Add(csr.Name)
-		}
+// conflictRecheck is how soon a CSR whose write conflicted is read again, should no
+// watch event bring its newer version sooner.
+const conflictRecheck = time.Second
+
+// Reconcile settles the CSR a request names, read from the manager's cache.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var csr certificatesv1.CertificateSigningRequest
+	if err := c.reader.Get(ctx, req.NamespacedName, &csr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	lister := informer.Lister()
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	for {
-		name, shutdown := queue.Get()
-		if shutdown {
-			return nil
-		}
-		csr, err := lister.Get(name)
-		if err == nil {
-			err = c.Reconcile(ctx, csr.DeepCopy())
-		} else if apierrors.IsNotFound(err) {
-			err = nil
-		}
-		if err != nil && ctx.Err() == nil {
-			c.logger().Warn("CSR not settled, retrying", "csr", name, "err", err)
-			queue.AddRateLimited(name)
-		} else {
-			queue.Forget(name)
-		}
-		queue.Done(name)
+	err := c.Settle(ctx, &csr)
+	switch {
+	case err == nil:
+		return reconcile.Result{}, nil
+	case ctx.Err() != nil:
+		// Stopping: whoever leads next settles it.
+		return reconcile.Result{}, ctx.Err()
+	case apierrors.IsConflict(err):
+		// Another writer, or a cached copy older than the CSR: read it again.
+		c.logger().Debug("CSR changed meanwhile, reading it again", "csr", csr.Name)
+		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
+	default:
+		c.logger().Warn("CSR not settled, retrying", "csr", csr.Name, "err", err)
+		return reconcile.Result{}, err
 	}
 }
 
@@ -120,8 +125,8 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 	return false
 }
 
-// Reconcile decides an undecided CSR, then issues it if it is approved and unsigned.
-func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+// Settle decides an undecided CSR, then issues it if it is approved and unsigned.
+func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
 	if !decided(csr) && len(csr.Status.Certificate) == 0 {
 		d, err := c.Policy.Decide(ctx, csr)
 		if err != nil || d == nil {
@@ -141,7 +146,7 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 		}
 		c.Metrics.decided(csr, d, time.Now())
 		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
-		c.event(ctx, updated, d.Approve, d.Reason, d.Message)
+		c.event(updated, d.Approve, "Decide", d.Reason, d.Message)
 		csr = updated
 	}
 	if !Signable(csr) {
@@ -168,16 +173,19 @@ func (c *Controller) Reconcile(ctx context.Context, csr *certificatesv1.Certific
 	if c.OnIssued != nil {
 		c.OnIssued(csr.Name)
 	}
-	c.event(ctx, issued, true, "Issued", "certificate issued by nodejoin-controller")
+	c.event(issued, true, "Issue", "Issued", "certificate issued by nodejoin-controller")
 	return nil
 }
 
-// event records a Kubernetes Event on the CSR; failures to record are only logged.
-func (c *Controller) event(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, normal bool, reason, msg string) {
-	ref := corev1.ObjectReference{
-		Kind: "CertificateSigningRequest", APIVersion: "certificates.k8s.io/v1", Name: csr.Name, UID: csr.UID, ResourceVersion: csr.ResourceVersion,
+// event records a Kubernetes Event on the CSR, when a recorder is set; the recorder
+// sends it in the background.
+func (c *Controller) event(csr *certificatesv1.CertificateSigningRequest, normal bool, action, reason, msg string) {
+	if c.Recorder == nil {
+		return
 	}
-	if err := events.Record(ctx, c.Client, ref, normal, reason, msg); err != nil {
-		c.logger().Warn("recording event failed", "csr", csr.Name, "err", err)
+	typ := corev1.EventTypeNormal
+	if !normal {
+		typ = corev1.EventTypeWarning
 	}
+	c.Recorder.Eventf(csr, nil, typ, reason, action, "%s", msg)
 }

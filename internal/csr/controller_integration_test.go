@@ -14,12 +14,46 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
+
+// run runs c in a controller-runtime manager with 4 workers until ctx ends; with an
+// identity, only while that replica holds the kube-system/nodejoin-controller Lease.
+func run(ctx context.Context, env *testenv.Env, c *csr.Controller, identity string) error {
+	opts := ctrl.Options{
+		Scheme:     scheme.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if identity != "" {
+		opts.LeaderElection, opts.LeaderElectionNamespace, opts.LeaderElectionID = true, "kube-system", rbac.LeaseName
+		opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: "kube-system", Name: rbac.LeaseName},
+			Client:     env.Client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+		}
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(3*time.Second), ptr.To(2*time.Second), ptr.To(250*time.Millisecond)
+		opts.LeaderElectionReleaseOnCancel = true
+	}
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	if err != nil {
+		return err
+	}
+	c.Recorder = mgr.GetEventRecorder("nodejoin-controller")
+	if err := c.SetupWithManager(mgr, 4); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
 
 const node = "ip-198-18-0-11.us-west-2.compute.internal"
 
@@ -47,11 +81,11 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
-		t.Fatalf("second EnsureRBAC: %v", err)
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
+		t.Fatalf("second rbac.Apply: %v", err)
 	}
 	c := &csr.Controller{
 		Client: env.Client,
@@ -62,7 +96,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 		Log:    slog.New(slog.DiscardHandler),
 	}
 	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
+	go func() { done <- run(ctx, env, c, "") }()
 
 	kubelet := env.As(t, "system:node:"+node, "system:nodes")
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
@@ -108,9 +142,12 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 		t.Errorf("client-first = %+v", client.Status.Conditions)
 	}
 
-	events, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=serving-other-ip"})
-	if err != nil || len(events.Items) == 0 || events.Items[0].Reason != csr.ReasonSANs {
-		t.Errorf("events of the denied CSR: %v %+v", err, events)
+	// Events are sent in the background.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=serving-other-ip"})
+		return err == nil && len(events.Items) > 0 && events.Items[0].Reason == csr.ReasonSANs, err
+	}); err != nil {
+		t.Errorf("no event about the denied CSR: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -124,7 +161,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 func TestFailoverDuringABurst(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
-	if err := rbac.Ensure(ctx, env.Client, nil); err != nil {
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -139,14 +176,11 @@ func TestFailoverDuringABurst(t *testing.T) {
 			Signer: &csr.Signer{CA: env.Cluster.CA()},
 		}
 	}
-	le := func(id string) leader.Election {
-		return leader.Election{Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
-	}
 	firstCtx, killFirst := context.WithCancel(ctx)
 	defer killFirst()
 	first := newController()
 	firstDone := make(chan struct{})
-	go func() { _ = first.RunElected(firstCtx, le("first")); close(firstDone) }()
+	go func() { _ = run(firstCtx, env, first, "first"); close(firstDone) }()
 	// Let the first replica win the Lease before the second starts.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		l, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "nodejoin-controller", metav1.GetOptions{})
@@ -156,7 +190,7 @@ func TestFailoverDuringABurst(t *testing.T) {
 	}
 	secondCtx, stopSecond := context.WithCancel(ctx)
 	defer stopSecond()
-	go func() { _ = newController().RunElected(secondCtx, le("second")) }()
+	go func() { _ = run(secondCtx, env, newController(), "second") }()
 
 	kubelet := env.As(t, "system:node:"+node, "system:nodes")
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}

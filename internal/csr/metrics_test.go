@@ -14,7 +14,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
-// Reconcile records a decision and an issuance in the metrics.
+// Settle records a decision and an issuance in the metrics.
 func TestReconcileRecordsMetrics(t *testing.T) {
 	user := "system:node:" + nodeA
 	c := servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, ips: []string{"198.18.0.11"}})
@@ -33,7 +33,7 @@ func TestReconcileRecordsMetrics(t *testing.T) {
 		Signer:  &Signer{CA: ca},
 		Metrics: NewMetrics(reg),
 	}
-	if err := ctrl.Reconcile(t.Context(), c.DeepCopy()); err != nil {
+	if err := ctrl.Settle(t.Context(), c.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(ctrl.Metrics.Decisions.WithLabelValues(SignerKubeletServing, "approved", ReasonApproved)); got != 1 {

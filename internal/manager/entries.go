@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
+	"net/http"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/authn"
@@ -21,40 +17,43 @@ import (
 // then nobody is admitted through an access entry (deny by default).
 var errEntriesNotSynced = errors.New("NodeAccessEntries not loaded yet")
 
-// accessEntries watches NodeAccessEntry objects and serves them as role mappings.
+// accessEntries serves the NodeAccessEntries in the manager's cache as role mappings.
 type accessEntries struct {
-	informer cache.SharedIndexInformer
+	cache    cache.Cache
+	informer cache.Informer
 	log      *slog.Logger
 }
 
-func newAccessEntries(client dynamic.Interface, log *slog.Logger) *accessEntries {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(client, 10*time.Minute)
-	return &accessEntries{informer: f.ForResource(nodejoinv1alpha1.NodeAccessEntryResource).Informer(), log: log}
+// newAccessEntries asks the cache to watch NodeAccessEntries; the watch starts with
+// the manager.
+func newAccessEntries(ctx context.Context, c cache.Cache, log *slog.Logger) (*accessEntries, error) {
+	inf, err := c.GetInformer(ctx, &nodejoinv1alpha1.NodeAccessEntry{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("watching NodeAccessEntries: %w", err)
+	}
+	return &accessEntries{cache: c, informer: inf, log: log}, nil
 }
 
-// Start runs the watch until ctx ends.
-func (a *accessEntries) Start(ctx context.Context) error {
-	a.informer.Run(ctx.Done())
+// Ready is the readiness check: ready once the entries are loaded.
+func (a *accessEntries) Ready(*http.Request) error {
+	if !a.informer.HasSynced() {
+		return errEntriesNotSynced
+	}
 	return nil
 }
 
 // Mappings implements the source of role mappings for the webhook.
-func (a *accessEntries) Mappings(context.Context) ([]authn.RoleMapping, error) {
+func (a *accessEntries) Mappings(ctx context.Context) ([]authn.RoleMapping, error) {
 	if !a.informer.HasSynced() {
 		return nil, errEntriesNotSynced
 	}
-	var entries []*nodejoinv1alpha1.NodeAccessEntry
-	for _, obj := range a.informer.GetStore().List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		var e nodejoinv1alpha1.NodeAccessEntry
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &e); err != nil {
-			a.log.Warn("NodeAccessEntry ignored", "entry", u.GetName(), "err", err)
-			continue
-		}
-		entries = append(entries, &e)
+	var list nodejoinv1alpha1.NodeAccessEntryList
+	if err := a.cache.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing NodeAccessEntries: %w", err)
+	}
+	entries := make([]*nodejoinv1alpha1.NodeAccessEntry, len(list.Items))
+	for i := range list.Items {
+		entries[i] = &list.Items[i]
 	}
 	return authn.EntryMappings(entries, func(name string, err error) {
 		a.log.Warn("NodeAccessEntry ignored", "entry", name, "err", fmt.Sprint(err))

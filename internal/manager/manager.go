@@ -1,7 +1,8 @@
-// Package manager runs the parts of nodejoin-controller together: on every replica the
-// TokenReview webhook and the NodeAccessEntry watch; on the elected leader only, the CSR
-// approver and signer and the bootstrap-token cleanup. nodejoin-controller runs it as a
-// process; `nodejoin up` runs it inside its own process.
+// Package manager runs the parts of nodejoin-controller in one controller-runtime
+// manager: on every replica the TokenReview webhook (with the NodeAccessEntry cache it
+// maps roles with), the health probes and the metrics; on the elected leader only, the
+// CSR approver and signer, the node initializer and the bootstrap-token cleanup.
+// nodejoin-controller runs it as a process; `nodejoin up` runs it inside its own process.
 package manager
 
 import (
@@ -15,32 +16,55 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/httpserver"
-	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
+
+// Component names nodejoin-controller: the source of its Events and its field manager
+// in server-side apply.
+const Component = "nodejoin-controller"
+
+// Default numbers of concurrent reconciles.
+const (
+	DefaultCSRWorkers  = 4
+	DefaultNodeWorkers = 2
+)
+
+var setGlobalLogger sync.Once
 
 // Config says which parts run and with what.
 type Config struct {
 	// REST connects to the cluster. Required.
 	REST *rest.Config
 	Log  *slog.Logger
-	// Registry receives the metrics; nil makes a private one.
+	// Registry receives nodejoin's own metrics; nil makes a private one. The metrics
+	// endpoint serves them next to controller-runtime's (workqueue, client, Go and
+	// process collectors).
 	Registry *prometheus.Registry
 
 	// Signer, when set, turns on CSR approval and signing (on the leader), checking
@@ -48,6 +72,8 @@ type Config struct {
 	Signer        *csr.Signer
 	Nodes         csr.Inventory
 	MaxExpiration time.Duration
+	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
+	CSRWorkers int
 	// OnIssued, when set, is called after a certificate was issued.
 	OnIssued func(csrName string)
 	// InitializeNodes turns on (on the leader) the node initializer: it removes the
@@ -56,6 +82,9 @@ type Config struct {
 	// controller manager does that; the deploy roles do not grant it nodes/update,
 	// which it needs.
 	InitializeNodes bool
+	// NodeWorkers is how many Nodes the initializer checks at once; default
+	// DefaultNodeWorkers.
+	NodeWorkers int
 	// OnAuthenticated, when set, is called with the username of every token the
 	// webhook accepts.
 	OnAuthenticated func(username string)
@@ -68,11 +97,11 @@ type Config struct {
 	Verifier        *authn.Verifier
 	Instances       authn.Instances
 
-	// Election, when set, runs the leader's parts only while this replica holds the
-	// Lease; nil runs them at once (a single replica).
-	Election *leader.Election
-	// InstallRBAC creates or updates nodejoin's roles and bindings at start, binding the
-	// controller's roles to Controller when set. InstallCRDs installs NodeAccessEntry.
+	// LeaderElection, when set, runs the leader's parts only while this replica holds
+	// the Lease; nil runs them at once (a single replica).
+	LeaderElection *LeaderElection
+	// InstallRBAC applies nodejoin's roles and bindings at start, binding the
+	// controller's roles to Controller when set. InstallCRDs applies NodeAccessEntry.
 	InstallRBAC bool
 	Controller  *rbacv1.Subject
 	InstallCRDs bool
@@ -83,13 +112,35 @@ type Config struct {
 	// MetricsListener serves /metrics; HealthListener serves /healthz and /readyz.
 	MetricsListener net.Listener
 	HealthListener  net.Listener
-	// OnStarted, when set, is called once RBAC and CRDs are installed and every part runs.
+	// OnStarted, when set, is called once RBAC and CRDs are installed, the caches are
+	// filled and every part runs.
 	OnStarted func()
 }
 
+// LeaderElection configures the Lease the leader holds.
+type LeaderElection struct {
+	// Namespace and Name of the Lease. Defaults kube-system, nodejoin-controller.
+	Namespace, Name string
+	// Identity names this replica (its pod or host name). Required.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod; defaults 15s, 10s, 2s.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
 // Run runs the configured parts until ctx ends or one of them fails. It closes the
-// listeners it was given.
+// listeners it was given. A replica that loses the Lease returns an error: its
+// process restarts and campaigns again, as controller-runtime's managers do.
 func Run(ctx context.Context, cfg Config) error {
+	err := run(ctx, &cfg)
+	for _, l := range []net.Listener{cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	return err
+}
+
+func run(ctx context.Context, cfg *Config) error {
 	if err := cfg.complete(); err != nil {
 		return err
 	}
@@ -97,80 +148,37 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg.REST)
+	if err := cfg.install(ctx, client); err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg, client)
 	if err != nil {
 		return err
 	}
-	if err := cfg.install(ctx, client, dyn); err != nil {
+	ready := healthz.Ping
+	if cfg.WebhookListener != nil {
+		entries, err := webhook(ctx, cfg, mgr, client)
+		if err != nil {
+			return err
+		}
+		if entries != nil {
+			ready = entries.Ready
+		}
+	}
+	if err := addServers(cfg, mgr, ready); err != nil {
 		return err
 	}
-	var handler http.Handler
-	var entries *accessEntries
-	if cfg.WebhookListener != nil {
-		if handler, entries, err = webhook(cfg, client, dyn); err != nil {
+	if err := addLeaderParts(cfg, mgr, client); err != nil {
+		return err
+	}
+	if cfg.OnStarted != nil {
+		// Runnables that need no election start once the caches are filled.
+		if err := mgr.Add(notElected(func(context.Context) error { cfg.OnStarted(); return nil })); err != nil {
 			return err
 		}
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, 8)
-	run := func(name string, fn func(ctx context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
-				errc <- fmt.Errorf("%s: %w", name, err)
-				cancel()
-			}
-		}()
-	}
-	ready := func() bool { return true }
-	if entries != nil {
-		ready = entries.informer.HasSynced
-		run("NodeAccessEntry watch", entries.Start)
-	}
-	if handler != nil {
-		cfg.Log.Info("serving token reviews", "address", cfg.WebhookListener.Addr().String(), "cluster", cfg.Verifier.ClusterID)
-		run("webhook", serve(handler, cfg.WebhookTLS, cfg.WebhookListener))
-	}
-	if cfg.MetricsListener != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
-		run("metrics", serve(mux, nil, cfg.MetricsListener))
-	}
-	if cfg.HealthListener != nil {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
-		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-			if !ready() {
-				http.Error(rw, "NodeAccessEntries not loaded yet", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = rw.Write([]byte("ok"))
-		})
-		run("health", serve(mux, nil, cfg.HealthListener))
-	}
-
-	lead := leaderParts(cfg, client)
-	if cfg.Election != nil {
-		run("leader election", func(ctx context.Context) error { return leader.Run(ctx, client, *cfg.Election, cfg.Log, lead) })
-	} else {
-		run("controllers", lead)
-	}
-	cfg.Log.Info("started", "csr", cfg.Signer != nil, "webhook", cfg.WebhookListener != nil, "leaderElection", cfg.Election != nil)
-	if cfg.OnStarted != nil {
-		cfg.OnStarted()
-	}
-	<-ctx.Done()
-	wg.Wait()
-	close(errc)
-	var errs []error
-	for err := range errc {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "leaderElection", cfg.LeaderElection != nil)
+	return mgr.Start(ctx)
 }
 
 // complete fills in defaults and checks that the parts asked for have what they need.
@@ -184,7 +192,15 @@ func (cfg *Config) complete() error {
 	if cfg.TokenCleanupInterval == 0 {
 		cfg.TokenCleanupInterval = 10 * time.Minute
 	}
+	if cfg.CSRWorkers <= 0 {
+		cfg.CSRWorkers = DefaultCSRWorkers
+	}
+	if cfg.NodeWorkers <= 0 {
+		cfg.NodeWorkers = DefaultNodeWorkers
+	}
 	switch {
+	case cfg.REST == nil:
+		return errors.New("no cluster configuration")
 	case cfg.Signer == nil && cfg.WebhookListener == nil:
 		return errors.New("nothing to run: neither CSR signing nor the webhook is configured")
 	case cfg.Signer != nil && cfg.Nodes == nil:
@@ -192,60 +208,146 @@ func (cfg *Config) complete() error {
 	case cfg.WebhookListener != nil && (cfg.Verifier == nil || cfg.Instances == nil || cfg.WebhookTLS == nil):
 		return errors.New("the webhook needs a token verifier, an instance inventory and a serving certificate")
 	}
+	if le := cfg.LeaderElection; le != nil {
+		if le.Namespace == "" {
+			le.Namespace = metav1.NamespaceSystem
+		}
+		if le.Name == "" {
+			le.Name = rbac.LeaseName
+		}
+		if le.LeaseDuration == 0 {
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+		}
+		if le.Identity == "" {
+			return errors.New("leader election needs an identity for this replica")
+		}
+	}
 	return nil
 }
 
-// install creates or updates nodejoin's roles and CRD, as configured.
-func (cfg *Config) install(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
+// install applies nodejoin's roles and CRD, as configured.
+func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) error {
 	if cfg.InstallRBAC {
-		if err := rbac.Ensure(ctx, client, cfg.Controller); err != nil {
+		if err := rbac.Apply(ctx, client, cfg.Controller, Component); err != nil {
 			return fmt.Errorf("installing RBAC: %w", err)
 		}
 	}
 	if cfg.InstallCRDs {
-		return EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD)
+		dyn, err := dynamic.NewForConfig(cfg.REST)
+		if err != nil {
+			return err
+		}
+		return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD)
 	}
 	return nil
 }
 
-// leaderParts returns what only the leader runs: the CSR controller and the cleanup of
-// expired bootstrap tokens.
-func leaderParts(cfg Config, client kubernetes.Interface) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		errc := make(chan error, 3)
-		parts := 0
-		if cfg.Signer != nil {
-			c := &csr.Controller{
-				Client:   client,
-				Policy:   &csr.Policy{Inventory: cfg.Nodes, Review: csr.NewAccessReview(client), MaxExpiration: cfg.MaxExpiration},
-				Signer:   cfg.Signer,
-				Log:      cfg.Log,
-				Metrics:  csr.NewMetrics(cfg.Registry),
-				OnIssued: cfg.OnIssued,
-			}
-			parts++
-			go func() { errc <- c.Start(ctx) }()
-		}
-		if cfg.InitializeNodes && cfg.Nodes != nil {
-			ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log}
-			parts++
-			go func() { errc <- ni.Start(ctx) }()
-		}
-		if cfg.TokenCleanupInterval > 0 {
-			parts++
-			go func() { errc <- cleanTokens(ctx, client, cfg.TokenCleanupInterval, cfg.Log) }()
-		}
-		var err error
-		for range parts {
-			if e := <-errc; e != nil && err == nil {
-				err = e
-				cancel()
-			}
-		}
-		return err
+// Scheme is the types nodejoin-controller reads: Kubernetes' own and nodejoin.io's.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
 	}
+	if err := nodejoinv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newManager makes the controller-runtime manager. Its own metrics server and health
+// probes are off: they are served on the listeners given (addServers).
+func newManager(cfg *Config, client kubernetes.Interface) (ctrl.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	opts := ctrl.Options{
+		Scheme:  scheme,
+		Logger:  logr.FromSlogHandler(cfg.Log.Handler()),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Several managers may run in one process (tests, a sandbox with replicas).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if le := cfg.LeaderElection; le != nil {
+		opts.LeaderElection = true
+		opts.LeaderElectionNamespace, opts.LeaderElectionID = le.Namespace, le.Name
+		opts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		}
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod
+		// A replica that stops releases the Lease, so a successor need not wait for it
+		// to expire.
+		opts.LeaderElectionReleaseOnCancel = true
+	}
+	// controller-runtime's packages log through its global logger when no context
+	// carries one; the first manager's logger takes it, so that nothing goes to stderr.
+	setGlobalLogger.Do(func() { ctrl.SetLogger(opts.Logger) })
+	mgr, err := ctrl.NewManager(cfg.REST, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// addServers adds the metrics and health endpoints, served on every replica.
+func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
+	if l := cfg.MetricsListener; l != nil {
+		mux := http.NewServeMux()
+		all := prometheus.Gatherers{crmetrics.Registry, cfg.Registry}
+		mux.Handle("/metrics", promhttp.HandlerFor(all, promhttp.HandlerOpts{}))
+		if err := mgr.Add(server("metrics", mux, l)); err != nil {
+			return err
+		}
+	}
+	if l := cfg.HealthListener; l != nil {
+		mux := http.NewServeMux()
+		probe := func(path string, checks map[string]healthz.Checker) {
+			h := http.StripPrefix(path, &healthz.Handler{Checks: checks})
+			mux.Handle(path, h)
+			mux.Handle(path+"/", h)
+		}
+		probe("/healthz", map[string]healthz.Checker{"ping": healthz.Ping})
+		probe("/readyz", map[string]healthz.Checker{"nodeaccessentries": ready})
+		if err := mgr.Add(server("health", mux, l)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addLeaderParts adds what only the leader runs: the CSR controller, the node
+// initializer and the cleanup of expired bootstrap tokens.
+func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
+	rec := mgr.GetEventRecorder(Component)
+	if cfg.Signer != nil {
+		c := &csr.Controller{
+			Client:   client,
+			Policy:   &csr.Policy{Inventory: cfg.Nodes, Review: csr.NewAccessReview(client), MaxExpiration: cfg.MaxExpiration},
+			Signer:   cfg.Signer,
+			Log:      cfg.Log,
+			Metrics:  csr.NewMetrics(cfg.Registry),
+			OnIssued: cfg.OnIssued,
+			Recorder: rec,
+		}
+		if err := c.SetupWithManager(mgr, cfg.CSRWorkers); err != nil {
+			return fmt.Errorf("setting up the CSR controller: %w", err)
+		}
+	}
+	if cfg.InitializeNodes && cfg.Nodes != nil {
+		ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
+		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
+			return fmt.Errorf("setting up the node initializer: %w", err)
+		}
+	}
+	if cfg.TokenCleanupInterval > 0 {
+		// A RunnableFunc runs on the leader only.
+		return mgr.Add(ctrlmanager.RunnableFunc(func(ctx context.Context) error {
+			return cleanTokens(ctx, client, cfg.TokenCleanupInterval, cfg.Log)
+		}))
+	}
+	return nil
 }
 
 // cleanTokens deletes expired bootstrap tokens now and then every interval.
@@ -281,7 +383,7 @@ func awsAuth(client kubernetes.Interface) func(ctx context.Context) ([]authn.Rol
 
 // entriesServed reports whether the API server serves NodeAccessEntries.
 func entriesServed(client kubernetes.Interface) (bool, error) {
-	gv := nodejoinv1alpha1.NodeAccessEntryResource.GroupVersion().String()
+	gv := nodejoinv1alpha1.GroupVersion.String()
 	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -297,23 +399,35 @@ func entriesServed(client kubernetes.Interface) (bool, error) {
 	return false, nil
 }
 
-// serve returns a part that serves h on l (over TLS with tlsCfg, when set).
-func serve(h http.Handler, tlsCfg *tls.Config, l net.Listener) func(ctx context.Context) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
-	return func(ctx context.Context) error { return httpserver.Serve(ctx, srv, l) }
+// server is an HTTP endpoint on l that runs on every replica.
+func server(name string, h http.Handler, l net.Listener) *ctrlmanager.Server {
+	return &ctrlmanager.Server{
+		Name:            name,
+		Server:          &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+		Listener:        l,
+		ShutdownTimeout: ptr.To(5 * time.Second),
+	}
 }
 
-// webhook builds the TokenReview handler, and the NodeAccessEntry watch it maps roles
-// with when the CRD is installed (nil otherwise).
-func webhook(cfg Config, client kubernetes.Interface, dyn dynamic.Interface) (http.Handler, *accessEntries, error) {
+// notElected is a runnable that runs on every replica, once the caches are filled.
+type notElected func(ctx context.Context) error
+
+func (f notElected) Start(ctx context.Context) error { return f(ctx) }
+func (notElected) NeedLeaderElection() bool          { return false }
+
+// webhook adds the TokenReview endpoint to mgr, and returns the NodeAccessEntry cache
+// it maps roles with when the CRD is installed (nil otherwise).
+func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) (*accessEntries, error) {
 	var entries *accessEntries
 	var entryMappings func(context.Context) ([]authn.RoleMapping, error)
 	served, err := entriesServed(client)
 	switch {
 	case err != nil:
-		return nil, nil, err
+		return nil, err
 	case served:
-		entries = newAccessEntries(dyn, cfg.Log)
+		if entries, err = newAccessEntries(ctx, mgr.GetCache(), cfg.Log); err != nil {
+			return nil, err
+		}
 		entryMappings = entries.Mappings
 	default:
 		// Without the CRD there can be no entry; aws-auth alone maps roles.
@@ -330,5 +444,6 @@ func webhook(cfg Config, client kubernetes.Interface, dyn dynamic.Interface) (ht
 	mux := http.NewServeMux()
 	mux.Handle("/authenticate", w)
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
-	return mux, entries, nil
+	cfg.Log.Info("serving token reviews", "address", cfg.WebhookListener.Addr().String(), "cluster", cfg.Verifier.ClusterID)
+	return entries, mgr.Add(server("webhook", mux, tls.NewListener(cfg.WebhookListener, cfg.WebhookTLS)))
 }

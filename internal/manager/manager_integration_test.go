@@ -28,7 +28,6 @@ import (
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
-	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
@@ -57,19 +56,19 @@ func TestManagerAsDeployed(t *testing.T) {
 	const controllerUser = "nodejoin-test-controller"
 	subject := rbac.User(controllerUser)
 	// What deploy/ installs, applied by the administrator.
-	if err := rbac.Ensure(ctx, admin, &subject); err != nil {
+	if err := rbac.Apply(ctx, admin, &subject, "test-admin"); err != nil {
 		t.Fatal(err)
 	}
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := manager.EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+	if err := manager.ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
 		t.Fatal(err)
 	}
 	// Twice: idempotent.
-	if err := manager.EnsureCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
-		t.Fatalf("second EnsureCRD: %v", err)
+	if err := manager.ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+		t.Fatalf("second ApplyCRD: %v", err)
 	}
 
 	// The local cloud, as `nodejoin up` runs it: STS, EC2 and IAM behind aws-sdk-go-v2.
@@ -115,7 +114,7 @@ func TestManagerAsDeployed(t *testing.T) {
 			WebhookListener:      wl,
 			WebhookTLS:           &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 			Verifier:             &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
-			Election:             &leader.Election{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
+			LeaderElection:       &manager.LeaderElection{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
 			TokenCleanupInterval: 200 * time.Millisecond,
 			HealthListener:       health,
 		})

@@ -18,24 +18,29 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/events"
 )
 
 // TaintUninitialized is the taint a kubelet with an external cloud provider registers with.
 const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 
-// Controller removes the uninitialized taint from Nodes that match their instance.
+// Controller removes the uninitialized taint from Nodes that match their instance. It
+// is a controller-runtime reconciler; SetupWithManager watches the uninitialized Nodes.
 type Controller struct {
 	Client    kubernetes.Interface
 	Inventory csr.Inventory
@@ -45,6 +50,15 @@ type Controller struct {
 	Recheck time.Duration
 	// OnInitialized, when set, is called after a node's taint was removed.
 	OnInitialized func(node string)
+	// Recorder, when set, records Events about initialized and refused Nodes.
+	Recorder events.EventRecorder
+
+	// reader reads Nodes from the manager's cache.
+	reader client.Reader
+	// reported holds the reason last reported per node: a refusal is reported once
+	// per reason, not at every status update.
+	mu       sync.Mutex
+	reported map[string]string
 }
 
 func (c *Controller) logger() *slog.Logger {
@@ -58,73 +72,70 @@ func uninitialized(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintUninitialized })
 }
 
-// Start runs the controller until ctx ends.
-func (c *Controller) Start(ctx context.Context) error {
+// SetupWithManager registers the controller with mgr, checking up to workers Nodes at
+// once (at least one).
+func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	c.reader = mgr.GetClient()
+	tainted := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && uninitialized(n)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeinit").
+		For(&corev1.Node{}, builder.WithPredicates(tainted)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		Complete(c)
+}
+
+// report reports whether reason is new for the node, and remembers it ("" forgets).
+func (c *Controller) report(node, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if reason == "" {
+		delete(c.reported, node)
+		return false
+	}
+	if c.reported == nil {
+		c.reported = map[string]string{}
+	}
+	if c.reported[node] == reason {
+		return false
+	}
+	c.reported[node] = reason
+	return true
+}
+
+// Reconcile checks the Node a request names, read from the manager's cache.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	recheck := c.Recheck
 	if recheck == 0 {
 		recheck = 30 * time.Second
 	}
-	factory := informers.NewSharedInformerFactory(c.Client, 10*time.Minute)
-	informer := factory.Core().V1().Nodes()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	defer queue.ShutDown()
-	enqueue := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && uninitialized(n) {
-			queue.Add(n.Name)
-		}
+	var node corev1.Node
+	err := c.reader.Get(ctx, req.NamespacedName, &node)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.report(req.Name, "")
+		return reconcile.Result{}, nil
+	case err != nil:
+		return reconcile.Result{}, err
+	case !uninitialized(&node):
+		return reconcile.Result{}, nil
 	}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	lister := informer.Lister()
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	// A refusal is reported once per reason, not at every status update.
-	reported := map[string]string{}
-	for {
-		name, shutdown := queue.Get()
-		if shutdown {
-			return nil
+	reason, err := c.Initialize(ctx, &node)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.logger().Warn("node not initialized, retrying", "node", node.Name, "err", err)
+		return reconcile.Result{}, err
+	case reason != "":
+		if c.report(node.Name, reason) {
+			c.logger().Warn("node left uninitialized", "node", node.Name, "reason", reason)
+			c.event(&node, false, "NodeNotInitialized", reason)
 		}
-		node, err := lister.Get(name)
-		switch {
-		case apierrors.IsNotFound(err):
-			delete(reported, name)
-			queue.Forget(name)
-		case err != nil:
-			queue.AddRateLimited(name)
-		case !uninitialized(node):
-			queue.Forget(name)
-		default:
-			reason, err := c.Reconcile(ctx, node.DeepCopy())
-			switch {
-			case err != nil && ctx.Err() == nil:
-				c.logger().Warn("node not initialized, retrying", "node", name, "err", err)
-				queue.AddRateLimited(name)
-			case reason != "":
-				if reported[name] != reason {
-					reported[name] = reason
-					c.logger().Warn("node left uninitialized", "node", name, "reason", reason)
-					c.event(ctx, node, false, "NodeNotInitialized", reason)
-				}
-				queue.Forget(name)
-				queue.AddAfter(name, recheck)
-			default:
-				delete(reported, name)
-				queue.Forget(name)
-			}
-		}
-		queue.Done(name)
+		return reconcile.Result{RequeueAfter: recheck}, nil
+	default:
+		c.report(node.Name, "")
+		return reconcile.Result{}, nil
 	}
 }
 
@@ -167,9 +178,9 @@ func (c *Controller) Check(ctx context.Context, node *corev1.Node) (string, erro
 	return "", nil
 }
 
-// Reconcile checks an uninitialized node and removes its taint when it passes; it
+// Initialize checks an uninitialized node and removes its taint when it passes; it
 // returns the reason when it does not.
-func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (string, error) {
+func (c *Controller) Initialize(ctx context.Context, node *corev1.Node) (string, error) {
 	reason, err := c.Check(ctx, node)
 	if err != nil || reason != "" {
 		return reason, err
@@ -181,19 +192,24 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (string, 
 		return "", fmt.Errorf("removing the %s taint: %w", TaintUninitialized, err)
 	}
 	c.logger().Info("node initialized", "node", node.Name, "providerID", node.Spec.ProviderID)
-	c.event(ctx, node, true, "NodeInitialized", "the Node matches its instance: "+node.Spec.ProviderID)
+	c.event(node, true, "NodeInitialized", "the Node matches its instance: "+node.Spec.ProviderID)
 	if c.OnInitialized != nil {
 		c.OnInitialized(node.Name)
 	}
 	return "", nil
 }
 
-// event records a Kubernetes Event on the Node; failures to record are only logged.
-func (c *Controller) event(ctx context.Context, node *corev1.Node, normal bool, reason, msg string) {
-	ref := corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-	if err := events.Record(ctx, c.Client, ref, normal, reason, msg); err != nil {
-		c.logger().Warn("recording event failed", "node", node.Name, "err", err)
+// event records a Kubernetes Event on the Node, when a recorder is set; the recorder
+// sends it in the background.
+func (c *Controller) event(node *corev1.Node, normal bool, reason, msg string) {
+	if c.Recorder == nil {
+		return
 	}
+	typ := corev1.EventTypeNormal
+	if !normal {
+		typ = corev1.EventTypeWarning
+	}
+	c.Recorder.Eventf(node, nil, typ, reason, "Initialize", "%s", msg)
 }
 
 // owns reports whether addr is one of ips.

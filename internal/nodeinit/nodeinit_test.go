@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
 )
@@ -66,8 +67,9 @@ func TestNodeIsInitializedOnlyWhenItMatchesItsInstance(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			client := fake.NewClientset(tc.node)
 			var initialized []string
-			c := &Controller{Client: client, Inventory: tc.inv, OnInitialized: func(n string) { initialized = append(initialized, n) }}
-			reason, err := c.Reconcile(t.Context(), tc.node.DeepCopy())
+			rec := events.NewFakeRecorder(10)
+			c := &Controller{Client: client, Inventory: tc.inv, Recorder: rec, OnInitialized: func(n string) { initialized = append(initialized, n) }}
+			reason, err := c.Initialize(t.Context(), tc.node.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,9 +94,13 @@ func TestNodeIsInitializedOnlyWhenItMatchesItsInstance(t *testing.T) {
 			if (len(initialized) == 1) != (tc.reason == "") {
 				t.Errorf("OnInitialized calls: %v", initialized)
 			}
-			evs, _ := client.CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{})
-			if tc.reason == "" && (len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, "i-0aaa")) {
-				t.Errorf("events: %+v", evs.Items)
+			close(rec.Events)
+			var evs []string
+			for e := range rec.Events {
+				evs = append(evs, e)
+			}
+			if tc.reason == "" && (len(evs) != 1 || !strings.Contains(evs[0], "NodeInitialized") || !strings.Contains(evs[0], "i-0aaa")) {
+				t.Errorf("events: %q", evs)
 			}
 		})
 	}

@@ -1,10 +1,11 @@
-// Package rbac holds the roles and bindings node joining needs, installs them
-// idempotently, and renders them for deploy/rbac.yaml.
+// Package rbac holds the roles and bindings node joining needs, installs them with
+// server-side apply, and renders them for deploy/rbac.yaml.
 package rbac
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -78,7 +79,7 @@ func For(controller *rbacv1.Subject) Objects {
 				rbacv1.PolicyRule{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"},
 					ResourceNames: []string{certificatesv1.KubeletServingSignerName, certificatesv1.KubeAPIServerClientKubeletSignerName}, Verbs: []string{"approve", "sign"}},
 				rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+				rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"get", "list", "watch"}},
 			),
 		},
@@ -142,66 +143,60 @@ func (o Objects) YAML() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Ensure creates or updates the objects of For(controller); running it again changes
-// nothing.
-func Ensure(ctx context.Context, client kubernetes.Interface, controller *rbacv1.Subject) error {
+// Apply applies the objects of For(controller) with server-side apply under
+// fieldManager, taking over fields another manager set; running it again changes
+// nothing. A binding whose role reference changed (which cannot change in place) is
+// deleted and applied again.
+func Apply(ctx context.Context, client kubernetes.Interface, controller *rbacv1.Subject, fieldManager string) error {
 	o := For(controller)
+	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	rbac := client.RbacV1()
 	for _, r := range o.ClusterRoles {
-		cur, err := client.RbacV1().ClusterRoles().Get(ctx, r.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = client.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
-		case err == nil:
-			cur.Rules = r.Rules
-			_, err = client.RbacV1().ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
-		}
-		if err != nil {
+		if err := apply(ctx, r, rbac.ClusterRoles().Apply, opts); err != nil {
 			return fmt.Errorf("cluster role %s: %w", r.Name, err)
 		}
 	}
 	for _, b := range o.ClusterRoleBindings {
-		cur, err := client.RbacV1().ClusterRoleBindings().Get(ctx, b.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
-		case err == nil && cur.RoleRef != b.RoleRef:
-			// The role reference cannot change in place.
-			if err = client.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err == nil {
-				_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		err := apply(ctx, b, rbac.ClusterRoleBindings().Apply, opts)
+		if apierrors.IsInvalid(err) {
+			if err = rbac.ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err == nil {
+				err = apply(ctx, b, rbac.ClusterRoleBindings().Apply, opts)
 			}
-		case err == nil:
-			cur.Subjects = b.Subjects
-			_, err = client.RbacV1().ClusterRoleBindings().Update(ctx, cur, metav1.UpdateOptions{})
 		}
 		if err != nil {
 			return fmt.Errorf("cluster role binding %s: %w", b.Name, err)
 		}
 	}
 	for _, r := range o.Roles {
-		cur, err := client.RbacV1().Roles(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = client.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{})
-		case err == nil:
-			cur.Rules = r.Rules
-			_, err = client.RbacV1().Roles(r.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
-		}
-		if err != nil {
+		if err := apply(ctx, r, rbac.Roles(r.Namespace).Apply, opts); err != nil {
 			return fmt.Errorf("role %s/%s: %w", r.Namespace, r.Name, err)
 		}
 	}
 	for _, b := range o.RoleBindings {
-		cur, err := client.RbacV1().RoleBindings(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = client.RbacV1().RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{})
-		case err == nil:
-			cur.Subjects = b.Subjects
-			_, err = client.RbacV1().RoleBindings(b.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		err := apply(ctx, b, rbac.RoleBindings(b.Namespace).Apply, opts)
+		if apierrors.IsInvalid(err) {
+			if err = rbac.RoleBindings(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{}); err == nil {
+				err = apply(ctx, b, rbac.RoleBindings(b.Namespace).Apply, opts)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("role binding %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
 	return nil
+}
+
+// apply sends obj, a typed object with its apiVersion and kind set, as the apply
+// configuration AC it converts to field for field.
+func apply[AC, Out any](ctx context.Context, obj any, fn func(context.Context, *AC, metav1.ApplyOptions) (Out, error), opts metav1.ApplyOptions) error {
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	ac := new(AC)
+	if err := json.Unmarshal(js, ac); err != nil {
+		return err
+	}
+	_, err = fn(ctx, ac, opts)
+	return err
 }

@@ -17,14 +17,16 @@ const NodeAccessEntryKind = "NodeAccessEntry"
 // NodeAccessEntryResource is the resource of NodeAccessEntry objects.
 var NodeAccessEntryResource = schema.GroupVersionResource{Group: GroupName, Version: Version, Resource: "nodeaccessentries"}
 
-// NodeAccessEntryCRD is the CustomResourceDefinition of NodeAccessEntry, as installed by
-// nodejoin-controller --install-crds and shipped in deploy/crds/.
+// NodeAccessEntryCRD is the CustomResourceDefinition of NodeAccessEntry, generated from
+// these types by controller-gen (`make generate`), installed by nodejoin-controller
+// --install-crds and shipped in deploy/crds/.
 //
 //go:embed crds/nodejoin.io_nodeaccessentries.yaml
 var NodeAccessEntryCRD []byte
 
 // AccessEntryType says what kind of principal an entry admits. Only node types exist:
 // a NodeAccessEntry never grants anything but a node's identity.
+// +kubebuilder:validation:Enum=EC2_LINUX;EC2_WINDOWS
 type AccessEntryType string
 
 // The entry types, named as EKS access entries name them.
@@ -46,6 +48,12 @@ var NodeGroups = []string{"system:bootstrappers", "system:nodes"}
 // system:node:<the instance's private DNS name>, in groups system:bootstrappers and
 // system:nodes. It is the nodejoin counterpart of an EKS access entry of type EC2_LINUX
 // and takes precedence over an aws-auth mapping of the same role.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nae
+// +kubebuilder:printcolumn:name="Principal",type=string,JSONPath=".spec.principalARN"
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=".spec.type"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type NodeAccessEntry struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -53,12 +61,28 @@ type NodeAccessEntry struct {
 }
 
 // NodeAccessEntrySpec names the role.
+//
+// +kubebuilder:validation:XValidation:rule="self.principalARN == oldSelf.principalARN && self.type == oldSelf.type",message="principalARN and type are immutable; create a new entry instead"
 type NodeAccessEntrySpec struct {
 	// PrincipalARN is the IAM role's ARN, arn:aws:iam::<account>:role/[<path>/]<name>.
 	// A path is matched without it, as the STS caller's assumed-role ARN carries none.
+	//
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$`
 	PrincipalARN string `json:"principalARN"`
 	// Type is EC2_LINUX (the default) or EC2_WINDOWS; both map to the node identity.
+	//
+	// +kubebuilder:default=EC2_LINUX
 	Type AccessEntryType `json:"type,omitempty"`
+}
+
+// NodeAccessEntryList is a list of NodeAccessEntry objects.
+//
+// +kubebuilder:object:root=true
+type NodeAccessEntryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeAccessEntry `json:"items"`
 }
 
 var roleARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$`)

@@ -21,7 +21,6 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
@@ -65,6 +64,7 @@ type options struct {
 	controllerUser                        string
 	tokenCleanup                          time.Duration
 	metricsAddr, healthAddr               string
+	csrWorkers                            int
 }
 
 func runCommand() *cobra.Command {
@@ -100,6 +100,7 @@ func runCommand() *cobra.Command {
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
 	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
+	f.IntVar(&o.csrWorkers, "csr-workers", manager.DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "run the CSR controller only while holding the nodejoin-controller Lease")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", "kube-system", "namespace of the leader-election Lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's name in leader election (default: the host name)")
@@ -110,7 +111,10 @@ func runCommand() *cobra.Command {
 	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition at start")
 	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege roles (with --install-rbac)")
 	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 10*time.Minute, "how often expired bootstrap tokens are deleted (0: never)")
-	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR (default: off)")
+	f.StringVar(&o.healthAddr, "health-probe-bind-address", "", "serve /healthz and /readyz at http://ADDR (default: off)")
+	// The flag's name before it followed controller-runtime's.
+	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR")
+	_ = f.MarkDeprecated("health-bind-address", "use --health-probe-bind-address")
 	return cmd
 }
 
@@ -243,6 +247,10 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 	if o.tokenCleanup > 0 {
 		cfg.TokenCleanupInterval = o.tokenCleanup
 	}
+	if o.csrWorkers < 1 {
+		return fmt.Errorf("--csr-workers %d: want at least 1", o.csrWorkers)
+	}
+	cfg.CSRWorkers = o.csrWorkers
 	if o.controllerUser != "" {
 		u := rbac.User(o.controllerUser)
 		cfg.Controller = &u
@@ -259,7 +267,7 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 	if o.retry <= 0 || o.retry >= o.renewDeadline || o.renewDeadline >= o.leaseDuration {
 		return fmt.Errorf("leader election: want 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retry, o.renewDeadline, o.leaseDuration)
 	}
-	cfg.Election = &leader.Election{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
+	cfg.LeaderElection = &manager.LeaderElection{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retry}
 	return nil
 }

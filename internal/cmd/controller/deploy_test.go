@@ -360,7 +360,7 @@ func TestDeployManifests(t *testing.T) {
 
 	flags := flagValues(t, c.Args[1:])
 	for _, want := range []struct{ flag, port string }{
-		{"webhook-listen", "webhook"}, {"metrics-bind-address", "metrics"}, {"health-bind-address", "health"},
+		{"webhook-listen", "webhook"}, {"metrics-bind-address", "metrics"}, {"health-probe-bind-address", "health"},
 	} {
 		addr, ok := flags[want.flag]
 		if !ok {
