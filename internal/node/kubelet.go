@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 
@@ -24,7 +25,7 @@ var tlsCipherSuites = []string{
 
 // kubeletConfiguration is the kubelet configuration nodeadm computes for the node, before the
 // user's drop-in (spec.kubelet.config), which the kubelet merges over it.
-func (r *renderer) kubeletConfiguration(dns string, maxPods int) *kubeletv1beta1.KubeletConfiguration {
+func (r *renderer) kubeletConfiguration(dns string, maxPods int32) *kubeletv1beta1.KubeletConfiguration {
 	c := &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletv1beta1.SchemeGroupVersion.String()},
 		Address:  "0.0.0.0",
@@ -55,11 +56,11 @@ func (r *renderer) kubeletConfiguration(dns string, maxPods int) *kubeletv1beta1
 		ProviderID:               fmt.Sprintf("aws:///%s/%s", r.md.AvailabilityZone, r.md.InstanceID),
 		SystemReservedCgroup:     "/system",
 		KubeReservedCgroup:       "/runtime",
-		MaxPods:                  int32(maxPods),
+		MaxPods:                  maxPods,
 		KubeReserved: map[string]string{
 			"cpu":               fmt.Sprintf("%dm", nodeconfig.KubeReservedCPUMillis(r.o.CPUMillis)),
 			"ephemeral-storage": "1Gi",
-			"memory":            fmt.Sprintf("%dMi", nodeconfig.KubeReservedMemoryMi(maxPods)),
+			"memory":            fmt.Sprintf("%dMi", nodeconfig.KubeReservedMemoryMi(int(maxPods))),
 		},
 	}
 	c.Logging.Verbosity = 2
@@ -93,8 +94,11 @@ func (r *renderer) kubeletConfig() error {
 	} else {
 		r.warn("instance type %q is not in the instance-type table: max pods is %d", r.md.InstanceType, maxPods)
 	}
+	if maxPods < 0 || maxPods > math.MaxInt32 {
+		return fmt.Errorf("max pods %d is out of the kubelet's range", maxPods)
+	}
 	r.out.MaxPods = maxPods
-	data, err := encodeKubeletConfig(r.kubeletConfiguration(dns, maxPods))
+	data, err := encodeKubeletConfig(r.kubeletConfiguration(dns, int32(maxPods)))
 	if err != nil {
 		return fmt.Errorf("encoding the kubelet configuration: %w", err)
 	}

@@ -1,7 +1,6 @@
 package nodeadm
 
 import (
-	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,17 +16,15 @@ const localStorageWarning = "spec.instance.localStorage: local storage setup (bo
 // config check prints one, instead of dropping the setting silently.
 func TestLocalStorageIsReportedAsIgnored(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := os.ReadFile(seeds + "ca.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A valid seed, with the local storage part of each case merged over it.
+	valid := "file://" + seeds + "004_seed001_al2023-nodeconfig-required-fields.yaml"
 	nodeConfig := func(extra string) string {
-		p := filepath.Join(dir, "nc"+time.Now().Format("150405.000000000")+".yaml")
-		doc := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster: {name: c, apiServerEndpoint: https://x, certificateAuthority: " + base64.StdEncoding.EncodeToString(ca) + ", cidr: 10.100.0.0/16}\n" + extra
+		p := filepath.Join(dir, "localstorage.yaml")
+		doc := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + extra
 		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		return "file://" + p
 	}
 	tests := []struct {
 		name string
@@ -36,11 +33,11 @@ func TestLocalStorageIsReportedAsIgnored(t *testing.T) {
 	}{
 		{"raid0", "  instance: {localStorage: {strategy: RAID0}}\n", true},
 		{"mount path only", "  instance: {localStorage: {mountPath: /mnt/k8s-disks}}\n", true},
-		{"none", "", false},
+		{"none", "  kubelet: {flags: [--v=2]}\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := run(t, "config", "check", "-c", "file://"+nodeConfig(tt.doc))
+			out, err := run(t, "config", "check", "-c", valid, "-c", nodeConfig(tt.doc))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/node"
 	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
@@ -120,9 +121,7 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 		if errs := loaded.Merged.Validate(); len(errs) > 0 {
 			return fmt.Errorf("%w: %w", ErrInvalid, errs.ToAggregate())
 		}
-		for _, s := range node.Ignored(loaded.Merged) {
-			logging.FromContext(ctx).Warn("setting ignored", "field", s.Field, "reason", s.Reason)
-		}
+		warnIgnored(ctx, loaded.Merged)
 		return nil
 	}); err != nil {
 		return err
@@ -185,6 +184,13 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// warnIgnored logs the settings that validate but that init does not apply yet.
+func warnIgnored(ctx context.Context, cfg *v1alpha1.NodeConfig) {
+	for _, s := range node.Ignored(cfg) {
+		logging.FromContext(ctx).Warn("setting ignored", "field", s.Field, "reason", s.Reason)
+	}
 }
 
 func (o *initOptions) daemonManager() node.DaemonManager {
