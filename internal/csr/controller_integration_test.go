@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/leader"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
@@ -23,13 +24,13 @@ import (
 
 const node = "ip-198-18-0-11.us-west-2.compute.internal"
 
-type inventory map[string]*csr.Instance
+type staticInventory map[string]*inventory.Instance
 
-func (i inventory) InstanceForNode(_ context.Context, n string) (*csr.Instance, error) {
+func (i staticInventory) InstanceForNode(_ context.Context, n string) (*inventory.Instance, error) {
 	if inst, ok := i[n]; ok {
 		return inst, nil
 	}
-	return nil, csr.ErrUnknownNode
+	return nil, inventory.ErrNotFound
 }
 
 func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
@@ -55,7 +56,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	}
 	c := &csr.Controller{
 		Client: env.Client,
-		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
 			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 		}}},
 		Signer: &csr.Signer{CA: env.Cluster.CA()},
@@ -133,7 +134,7 @@ func TestFailoverDuringABurst(t *testing.T) {
 		return &csr.Controller{
 			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
 			Client:   env.Client,
-			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
 				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 			}}},
 			Signer: &csr.Signer{CA: env.Cluster.CA()},

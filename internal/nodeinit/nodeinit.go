@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/events"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 // TaintUninitialized is the taint a kubelet with an external cloud provider registers with.
@@ -38,7 +38,7 @@ const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // Controller removes the uninitialized taint from Nodes that match their instance.
 type Controller struct {
 	Client    kubernetes.Interface
-	Inventory csr.Inventory
+	Inventory Inventory
 	Log       *slog.Logger
 	// Recheck is how soon a node that failed the checks is looked at again (its
 	// instance may still be pending). Default 30 seconds.
@@ -133,7 +133,7 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Check(ctx context.Context, node *corev1.Node) (string, error) {
 	inst, err := c.Inventory.InstanceForNode(ctx, node.Name)
 	if err != nil {
-		if errors.Is(err, csr.ErrUnknownNode) {
+		if errors.Is(err, inventory.ErrNotFound) {
 			return fmt.Sprintf("no instance is known for node %s", node.Name), nil
 		}
 		return "", err
