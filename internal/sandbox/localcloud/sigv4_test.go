@@ -51,7 +51,7 @@ func TestSigV4TestSuite(t *testing.T) {
 			if tc.Query != "" {
 				target += "?" + tc.Query
 			}
-			r := httptest.NewRequest(tc.Method, "http://example.amazonaws.com"+target, strings.NewReader(tc.Body))
+			r := httptest.NewRequestWithContext(t.Context(), tc.Method, "http://example.amazonaws.com"+target, strings.NewReader(tc.Body))
 			r.Header = http.Header{}
 			for _, h := range tc.Headers {
 				if strings.EqualFold(h[0], "host") {
@@ -100,11 +100,11 @@ func TestSigV4TestSuite(t *testing.T) {
 // another secret, gives another signature.
 func TestPresignedSignatureCoversTheRequest(t *testing.T) {
 	const (
-		secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+		secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" //nolint:gosec // G101: AWS's published example secret.
 		query  = "Action=GetCallerIdentity&Version=2011-06-15&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20150830%2Fus-east-1%2Fsts%2Faws4_request&X-Amz-Date=20150830T123600Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host%3Bx-k8s-aws-id"
 	)
 	request := func(target, host, cluster string) *http.Request {
-		r := httptest.NewRequest(http.MethodGet, "http://sts.amazonaws.com"+target, nil)
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://sts.amazonaws.com"+target, nil)
 		r.Host = host
 		r.Header.Set("X-K8s-Aws-Id", cluster)
 		return r
