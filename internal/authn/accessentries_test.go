@@ -11,15 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
-type instanceMap map[string]*Instance
+type instanceMap map[string]*inventory.Instance
 
-func (m instanceMap) Instance(_ context.Context, id string) (*Instance, error) {
+func (m instanceMap) Instance(_ context.Context, id string) (*inventory.Instance, error) {
 	if i, ok := m[id]; ok {
 		return i, nil
 	}
-	return nil, ErrNoInstance
+	return nil, inventory.ErrNotFound
 }
 
 func entry(name, arn string) *nodejoinv1alpha1.NodeAccessEntry {

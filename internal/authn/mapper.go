@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 // User is the Kubernetes identity a caller maps to.
@@ -22,21 +24,10 @@ type User struct {
 	Mapping string
 }
 
-// Instance is what the cloud's inventory says of an instance.
-type Instance struct {
-	ID             string
-	State          string
-	PrivateDNSName string
-	// Role is the role of the instance's instance profile.
-	Role string
-}
-
-// ErrNoInstance reports an instance ID the inventory does not know.
-var ErrNoInstance = errors.New("instance not found")
-
-// Instances looks instances up (EC2 DescribeInstances on AWS).
+// Instances looks instances up by ID (EC2 DescribeInstances on AWS);
+// inventory.ErrNotFound when there is none.
 type Instances interface {
-	Instance(ctx context.Context, id string) (*Instance, error)
+	Instance(ctx context.Context, id string) (*inventory.Instance, error)
 }
 
 // RoleMapping is one entry of aws-auth's mapRoles.
@@ -95,7 +86,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 	if m == nil {
 		return nil, denied("role %s has no access entry or aws-auth mapping", c.CanonicalARN)
 	}
-	var inst *Instance
+	var inst *inventory.Instance
 	render := func(tmpl string) (string, error) {
 		var err error
 		out := templateRE.ReplaceAllStringFunc(tmpl, func(t string) string {
@@ -150,7 +141,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 	return u, nil
 }
 
-func instanceOf(ctx context.Context, c *Caller, instances Instances) (*Instance, error) {
+func instanceOf(ctx context.Context, c *Caller, instances Instances) (*inventory.Instance, error) {
 	if !instanceIDRE.MatchString(c.SessionName) {
 		return nil, denied("session name %q of %s is not an instance ID", c.SessionName, c.CanonicalARN)
 	}
@@ -158,7 +149,7 @@ func instanceOf(ctx context.Context, c *Caller, instances Instances) (*Instance,
 		return nil, denied("no instance inventory to resolve {{EC2PrivateDNSName}}")
 	}
 	inst, err := instances.Instance(ctx, c.SessionName)
-	if errors.Is(err, ErrNoInstance) {
+	if errors.Is(err, inventory.ErrNotFound) {
 		return nil, denied("instance %s is unknown", c.SessionName)
 	}
 	if err != nil {

@@ -23,19 +23,20 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/identity"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
-type instances map[string]*authn.Instance
+type instances map[string]*inventory.Instance
 
-func (i instances) Instance(_ context.Context, id string) (*authn.Instance, error) {
+func (i instances) Instance(_ context.Context, id string) (*inventory.Instance, error) {
 	if inst, ok := i[id]; ok {
 		return inst, nil
 	}
-	return nil, authn.ErrNoInstance
+	return nil, inventory.ErrNotFound
 }
 
 const awsAuth = `- rolearn: arn:aws:iam::111122223333:role/nodes

@@ -6,10 +6,8 @@ package bootstraptoken
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"regexp"
 	"time"
 
@@ -17,61 +15,55 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	bootstraputil "k8s.io/cluster-bootstrap/token/util"
+	bootstrapsecret "k8s.io/cluster-bootstrap/util/secrets"
+	bootstraptokens "k8s.io/cluster-bootstrap/util/tokens"
 )
 
-// Secret layout of bootstrap tokens (k8s.io/cluster-bootstrap).
-const (
-	SecretType    = "bootstrap.kubernetes.io/token" //nolint:gosec // G101: the Secret type name, not a credential.
-	SecretPrefix  = "bootstrap-token-"
-	GroupPrefix   = "system:bootstrappers:"
-	NodeGroupKey  = "nodejoin.io/node-group"
-	alphabet      = "0123456789abcdefghijklmnopqrstuvwxyz"
-	maxLifetime   = 24 * time.Hour
-	expirationFmt = time.RFC3339
-)
+// NodeGroupKey labels the token Secrets nodejoin mints with their node group.
+const NodeGroupKey = "nodejoin.io/node-group"
 
+// groupPrefix begins the group of a node group's bootstrappers.
+const groupPrefix = bootstrapapi.BootstrapDefaultGroup + ":"
+
+const maxLifetime = 24 * time.Hour
+
+// groupNameRE is what nodejoin accepts as a node group name; the group it makes of it
+// must also be a bootstrap group kube-apiserver accepts.
 var groupNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9:-]{0,200}[a-z0-9])?$`)
-
-func random(n int) (string, error) {
-	b := make([]byte, n)
-	for i := range b {
-		x, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
-		if err != nil {
-			return "", err
-		}
-		b[i] = alphabet[x.Int64()]
-	}
-	return string(b), nil
-}
 
 // Mint creates a token for a node group, valid for ttl (at most 24 hours), and returns
 // it as "<id>.<secret>". The token is a secret: callers must not log it.
 func Mint(ctx context.Context, client kubernetes.Interface, nodeGroup string, ttl time.Duration, now time.Time) (string, error) {
-	if !groupNameRE.MatchString(nodeGroup) {
+	if !groupNameRE.MatchString(nodeGroup) || bootstraputil.ValidateBootstrapGroupName(groupPrefix+nodeGroup) != nil {
 		return "", fmt.Errorf("node group %q: use lower-case letters, digits, '-' and ':'", nodeGroup)
 	}
 	if ttl <= 0 || ttl > maxLifetime {
 		return "", fmt.Errorf("token lifetime %s: want more than 0 and at most %s", ttl, maxLifetime)
 	}
 	for range 5 {
-		id, err := random(6)
+		token, err := bootstraputil.GenerateBootstrapToken()
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("generating a bootstrap token: %w", err)
 		}
-		secret, err := random(16)
+		id, secret, err := bootstraptokens.ParseToken(token)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("generating a bootstrap token: %w", err)
 		}
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: SecretPrefix + id, Namespace: metav1.NamespaceSystem, Labels: map[string]string{NodeGroupKey: nodeGroup}},
-			Type:       SecretType,
+			ObjectMeta: metav1.ObjectMeta{
+				Name: bootstraputil.BootstrapTokenSecretName(id), Namespace: metav1.NamespaceSystem,
+				Labels: map[string]string{NodeGroupKey: nodeGroup},
+			},
+			Type: bootstrapapi.SecretTypeBootstrapToken,
 			StringData: map[string]string{
-				"token-id":                       id,
-				"token-secret":                   secret,
-				"expiration":                     now.Add(ttl).UTC().Format(expirationFmt),
-				"usage-bootstrap-authentication": "true",
-				"auth-extra-groups":              GroupPrefix + nodeGroup,
-				"description":                    "nodejoin bootstrap token for node group " + nodeGroup,
+				bootstrapapi.BootstrapTokenIDKey:               id,
+				bootstrapapi.BootstrapTokenSecretKey:           secret,
+				bootstrapapi.BootstrapTokenExpirationKey:       now.Add(ttl).UTC().Format(time.RFC3339),
+				bootstrapapi.BootstrapTokenUsageAuthentication: "true",
+				bootstrapapi.BootstrapTokenExtraGroupsKey:      groupPrefix + nodeGroup,
+				bootstrapapi.BootstrapTokenDescriptionKey:      "nodejoin bootstrap token for node group " + nodeGroup,
 			},
 		}
 		_, err = client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{})
@@ -81,16 +73,19 @@ func Mint(ctx context.Context, client kubernetes.Interface, nodeGroup string, tt
 		if err != nil {
 			return "", fmt.Errorf("creating bootstrap token for node group %s: %w", nodeGroup, err)
 		}
-		return id + "." + secret, nil
+		return token, nil
 	}
 	return "", errors.New("could not draw an unused bootstrap token ID")
 }
 
-// Expired reports whether a token secret has expired at now; one whose expiration
-// does not parse counts as expired, as kube-apiserver treats it.
+// Expired reports whether a token secret has expired at now; one whose expiration does
+// not parse counts as expired, as kube-apiserver treats it, and so does one without an
+// expiration, which nodejoin never mints.
 func Expired(s *corev1.Secret, now time.Time) bool {
-	exp, err := time.Parse(expirationFmt, string(s.Data["expiration"]))
-	return err != nil || !now.Before(exp)
+	if bootstrapsecret.GetData(s, bootstrapapi.BootstrapTokenExpirationKey) == "" {
+		return true
+	}
+	return bootstrapsecret.HasExpired(s, now)
 }
 
 // Clean deletes the expired bootstrap tokens that nodejoin minted and returns how many.
@@ -103,7 +98,7 @@ func Clean(ctx context.Context, client kubernetes.Interface, now time.Time) (int
 	n := 0
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Type != SecretType || !Expired(s, now) {
+		if _, isToken := bootstrapsecret.ParseName(s.Name); !isToken || s.Type != bootstrapapi.SecretTypeBootstrapToken || !Expired(s, now) {
 			continue
 		}
 		uid := s.UID

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
@@ -57,13 +58,13 @@ func run(ctx context.Context, env *testenv.Env, c *csr.Controller, identity stri
 
 const node = "ip-198-18-0-11.us-west-2.compute.internal"
 
-type inventory map[string]*csr.Instance
+type staticInventory map[string]*inventory.Instance
 
-func (i inventory) InstanceForNode(_ context.Context, n string) (*csr.Instance, error) {
+func (i staticInventory) InstanceForNode(_ context.Context, n string) (*inventory.Instance, error) {
 	if inst, ok := i[n]; ok {
 		return inst, nil
 	}
-	return nil, csr.ErrUnknownNode
+	return nil, inventory.ErrNotFound
 }
 
 func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
@@ -89,7 +90,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	}
 	c := &csr.Controller{
 		Client: env.Client,
-		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
 			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 		}}},
 		Signer: &csr.Signer{CA: env.Cluster.CA()},
@@ -170,7 +171,7 @@ func TestFailoverDuringABurst(t *testing.T) {
 		return &csr.Controller{
 			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
 			Client:   env.Client,
-			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: inventory{node: {
+			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
 				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 			}}},
 			Signer: &csr.Signer{CA: env.Cluster.CA()},

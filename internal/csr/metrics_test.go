@@ -27,7 +27,7 @@ func TestReconcileRecordsMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ctrl := &Controller{
 		Client: client,
-		Policy: &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+		Policy: &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
 			return true, nil
 		}},
 		Signer:  &Signer{CA: ca},

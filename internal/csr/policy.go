@@ -20,6 +20,8 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 // The signers nodejoin approves and signs.
@@ -55,22 +57,9 @@ const (
 	ReasonUnknownInstance = "InstanceNotFound"
 )
 
-// Instance is what the inventory knows of a node's instance.
-type Instance struct {
-	ID    string
-	State string // "running" for a live instance
-	// DNSNames are the instance's private and public DNS names, lower case.
-	DNSNames []string
-	// IPs are the instance's private and public addresses.
-	IPs []netip.Addr
-}
-
-// ErrUnknownNode reports a node name the inventory has no instance for.
-var ErrUnknownNode = errors.New("no instance for node")
-
-// Inventory finds the instance behind a node name.
+// Inventory finds the instance behind a node name; inventory.ErrNotFound when there is none.
 type Inventory interface {
-	InstanceForNode(ctx context.Context, nodeName string) (*Instance, error)
+	InstanceForNode(ctx context.Context, nodeName string) (*inventory.Instance, error)
 }
 
 // AccessReview asks the API server whether the CSR's requester may create the CSR
@@ -212,7 +201,7 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", user, subresourceSelfSrv), nil
 	}
 	inst, err := p.Inventory.InstanceForNode(ctx, node)
-	if errors.Is(err, ErrUnknownNode) {
+	if errors.Is(err, inventory.ErrNotFound) {
 		return deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
 	}
 	if err != nil {
@@ -230,7 +219,7 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 // checkSANs requires every DNS and IP subjectAltName to be one of the instance's own,
 // exactly: no wildcards, no upper case, no trailing dot, no IPv4-mapped IPv6, and no
 // loopback, link-local, multicast or unspecified address.
-func checkSANs(req *x509.CertificateRequest, inst *Instance) *Decision {
+func checkSANs(req *x509.CertificateRequest, inst *inventory.Instance) *Decision {
 	for _, name := range req.DNSNames {
 		switch {
 		case strings.Contains(name, "*"):
@@ -251,7 +240,7 @@ func checkSANs(req *x509.CertificateRequest, inst *Instance) *Decision {
 	return nil
 }
 
-func checkIP(raw net.IP, inst *Instance) *Decision {
+func checkIP(raw net.IP, inst *inventory.Instance) *Decision {
 	addr, ok := netip.AddrFromSlice(raw)
 	if !ok {
 		return deny(ReasonSANs, "IP SAN %v does not parse", raw)

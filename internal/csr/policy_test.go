@@ -17,21 +17,23 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 const nodeA = "ip-198-18-0-11.us-west-2.compute.internal"
 
 // staticInventory is the inventory of a fixed set of instances (the local provider's).
-type staticInventory map[string]*Instance
+type staticInventory map[string]*inventory.Instance
 
-func (s staticInventory) InstanceForNode(_ context.Context, node string) (*Instance, error) {
+func (s staticInventory) InstanceForNode(_ context.Context, node string) (*inventory.Instance, error) {
 	if i, ok := s[node]; ok {
 		return i, nil
 	}
-	return nil, ErrUnknownNode
+	return nil, inventory.ErrNotFound
 }
 
-var inventory = staticInventory{
+var instances = staticInventory{
 	nodeA: {ID: "i-0aaa", State: "running", DNSNames: []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"},
 		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11"), netip.MustParseAddr("3.18.214.69")}},
 	"ip-198-18-0-12.us-west-2.compute.internal": {ID: "i-0bbb", State: "running", DNSNames: []string{"ip-198-18-0-12.us-west-2.compute.internal"},
@@ -141,7 +143,7 @@ func TestServingDecisions(t *testing.T) {
 	long.Spec.ExpirationSeconds = &seven
 	tests = append(tests, servingCase{"excessive expirationSeconds", long, ReasonExpiration, "exceeds the maximum of 31536000"})
 
-	p := &Policy{Inventory: inventory, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+	p := &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
 		return true, nil
 	}}
 	for _, tt := range tests {
@@ -165,7 +167,7 @@ func TestClientDecisions(t *testing.T) {
 		}}
 	}
 	allowed := map[string]bool{}
-	p := &Policy{Inventory: inventory, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
+	p := &Policy{Inventory: instances, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
 		return allowed[c.Spec.Username+"/"+sub], nil
 	}}
 	allowed["system:bootstrap:abcdef/nodeclient"] = true

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,9 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/nodejoin/nodejoin/internal/authn"
-	"github.com/nodejoin/nodejoin/internal/csr"
+	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // DefaultCacheTTL is how long EC2 reuses an answer. It is short on purpose: a cached
@@ -26,8 +24,13 @@ import (
 // the terminated instance's credentials still authenticate and its CSRs still pass.
 const DefaultCacheTTL = 30 * time.Second
 
-// maxCacheEntries bounds each of EC2's caches; the oldest entry makes room.
-const maxCacheEntries = 4096
+// DefaultNegativeCacheTTL is how long EC2 reuses a "not found": long enough to absorb a
+// burst of lookups of a name that is not (yet) an instance, short enough that a new
+// instance is seen within a few seconds.
+const DefaultNegativeCacheTTL = 5 * time.Second
+
+// maxCacheEntries bounds EC2's cache; the least recently used entry makes room.
+const maxCacheEntries = 8192
 
 // maxPages bounds the DescribeInstances pages read for one lookup.
 const maxPages = 20
@@ -40,33 +43,59 @@ type EC2Options struct {
 	// EC2Endpoint and IAMEndpoint are the services' base URLs; empty for AWS's own.
 	EC2Endpoint, IAMEndpoint string
 	// CacheTTL is how long answers are reused: 0 means DefaultCacheTTL, and a negative
-	// value turns caching off.
+	// value turns caching off, of "not found" answers too.
 	CacheTTL time.Duration
+	// NegativeCacheTTL is how long a "not found" is reused: 0 means
+	// DefaultNegativeCacheTTL, and a negative value turns that off.
+	NegativeCacheTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
 
 // EC2 is the inventory of an AWS account's instances, read through EC2
 // DescribeInstances and IAM GetInstanceProfile. Node names are the instances' private
-// DNS names, as on EKS. Answers for running, shutting-down and terminated instances are
-// cached for the TTL; errors, unknown names and instances in a state that may yet turn
-// running (pending, stopping, stopped) are not, so a new node is seen at once. Safe for
+// DNS names, as on EKS.
+//
+// One cache, least recently used first out, holds instances by node name and by ID and
+// instance profiles' roles. Answers for running, shutting-down and terminated instances
+// are kept for the TTL; "not found" for the shorter negative TTL; errors and instances
+// in a state that may yet turn running (pending, stopping, stopped) not at all, so a new
+// node is seen at once. Concurrent lookups of one key share one cloud call. Safe for
 // concurrent use.
 type EC2 struct {
-	ec2 *ec2.Client
-	iam *iam.Client
-	ttl time.Duration
-	now func() time.Time
+	ec2         *ec2.Client
+	iam         *iam.Client
+	ttl         time.Duration
+	negativeTTL time.Duration
+	now         func() time.Time
 
-	nodes    *ttlCache[*csr.Instance]
-	ids      *ttlCache[*authn.Instance]
-	profiles *ttlCache[string] // instance profile name → role name
+	cache  *cache.LRUExpireCache // nil when caching is off
+	flight singleflight.Group
 }
 
-var (
-	_ csr.Inventory   = (*EC2)(nil)
-	_ authn.Instances = (*EC2)(nil)
+// cacheKey is a key of EC2's cache: a node name, an instance ID or an instance profile name.
+type cacheKey struct {
+	kind keyKind
+	name string
+}
+
+type keyKind string
+
+const (
+	byNode    keyKind = "node"
+	byID      keyKind = "id"
+	byProfile keyKind = "profile"
 )
+
+// notFound is the cached answer for a key that names no instance.
+type notFound struct{}
+
+// profileRole is the cached role of an instance profile.
+type profileRole struct{ name, arn string }
+
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // NewEC2 returns the inventory of the account whose credentials cfg holds, in cfg's region.
 func NewEC2(cfg aws.Config, o EC2Options) *EC2 {
@@ -81,17 +110,21 @@ func NewEC2(cfg aws.Config, o EC2Options) *EC2 {
 				opts.BaseEndpoint = aws.String(o.IAMEndpoint)
 			}
 		}),
-		ttl:      o.CacheTTL,
-		now:      o.Now,
-		nodes:    newTTLCache[*csr.Instance](maxCacheEntries),
-		ids:      newTTLCache[*authn.Instance](maxCacheEntries),
-		profiles: newTTLCache[string](maxCacheEntries),
+		ttl:         o.CacheTTL,
+		negativeTTL: o.NegativeCacheTTL,
+		now:         o.Now,
 	}
 	if e.ttl == 0 {
 		e.ttl = DefaultCacheTTL
 	}
+	if e.negativeTTL == 0 {
+		e.negativeTTL = DefaultNegativeCacheTTL
+	}
 	if e.now == nil {
 		e.now = time.Now
+	}
+	if e.ttl > 0 {
+		e.cache = cache.NewLRUExpireCacheWithClock(maxCacheEntries, clockFunc(e.now))
 	}
 	return e
 }
@@ -106,109 +139,129 @@ func cacheable(state string) bool {
 // filterValue escapes EC2's filter wildcards, so that a name matches only itself.
 var filterValue = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`)
 
-// InstanceForNode implements csr.Inventory: the instance whose private DNS name is the
-// node's name.
-func (e *EC2) InstanceForNode(ctx context.Context, node string) (*csr.Instance, error) {
+// InstanceForNode returns the instance whose private DNS name is the node's name, or
+// ErrNotFound.
+func (e *EC2) InstanceForNode(ctx context.Context, node string) (*Instance, error) {
 	if node == "" {
-		return nil, csr.ErrUnknownNode
+		return nil, ErrNotFound
 	}
-	if inst, ok := e.nodes.get(node, e.now()); ok {
-		return cloneCSRInstance(inst), nil
-	}
-	found, err := e.describe(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("private-dns-name"), Values: []string{filterValue.Replace(node)}},
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("describing the instance of node %s: %w", node, err)
-	}
-	// EC2 matched the name; check it here too, whatever the endpoint.
-	found = slices.DeleteFunc(found, func(i ec2types.Instance) bool {
-		return !strings.EqualFold(aws.ToString(i.PrivateDnsName), node)
+	return e.lookup(ctx, cacheKey{byNode, node}, func(ctx context.Context) (*Instance, error) {
+		found, err := e.describe(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("private-dns-name"), Values: []string{filterValue.Replace(node)}},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("describing the instance of node %s: %w", node, err)
+		}
+		// EC2 matched the name; check it here too, whatever the endpoint.
+		found = slices.DeleteFunc(found, func(i described) bool {
+			return !strings.EqualFold(aws.ToString(i.PrivateDnsName), node)
+		})
+		switch len(found) {
+		case 0:
+			return nil, ErrNotFound
+		case 1:
+		default:
+			ids := make([]string, len(found))
+			for i, inst := range found {
+				ids[i] = aws.ToString(inst.InstanceId)
+			}
+			return nil, fmt.Errorf("%w: node %s: instances %s", ErrAmbiguousNode, node, strings.Join(ids, ", "))
+		}
+		inst, err := e.instance(ctx, &found[0])
+		if err != nil {
+			return nil, err
+		}
+		// The instance is known by its ID now too.
+		if cacheable(inst.State) {
+			e.store(cacheKey{byID, inst.ID}, inst, e.ttl)
+		}
+		return inst, nil
 	})
-	switch len(found) {
-	case 0:
-		return nil, csr.ErrUnknownNode
-	case 1:
-	default:
-		ids := make([]string, len(found))
-		for i, inst := range found {
-			ids[i] = aws.ToString(inst.InstanceId)
-		}
-		return nil, fmt.Errorf("%w: node %s: instances %s", ErrAmbiguousNode, node, strings.Join(ids, ", "))
-	}
-	inst := csrInstance(&found[0])
-	if cacheable(inst.State) {
-		e.nodes.put(node, inst, e.now(), e.ttl)
-	}
-	return cloneCSRInstance(inst), nil
 }
 
-// Instance implements authn.Instances: the instance, with the role of its instance profile.
-func (e *EC2) Instance(ctx context.Context, id string) (*authn.Instance, error) {
-	if cached, ok := e.ids.get(id, e.now()); ok {
-		c := *cached
-		return &c, nil
-	}
-	found, err := e.describe(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	var api smithy.APIError
-	if errors.As(err, &api) && (api.ErrorCode() == "InvalidInstanceID.NotFound" || api.ErrorCode() == "InvalidInstanceID.Malformed") {
-		return nil, authn.ErrNoInstance
-	}
-	if err != nil {
-		return nil, fmt.Errorf("describing instance %s: %w", id, err)
-	}
-	i := slices.IndexFunc(found, func(i ec2types.Instance) bool { return aws.ToString(i.InstanceId) == id })
-	if i < 0 {
-		return nil, authn.ErrNoInstance
-	}
-	raw := &found[i]
-	inst := &authn.Instance{ID: id, PrivateDNSName: strings.ToLower(aws.ToString(raw.PrivateDnsName))}
-	if raw.State != nil {
-		inst.State = string(raw.State.Name)
-	}
-	if raw.IamInstanceProfile != nil {
-		if inst.Role, err = e.role(ctx, aws.ToString(raw.IamInstanceProfile.Arn)); err != nil {
-			return nil, fmt.Errorf("instance %s: %w", id, err)
+// Instance returns the instance with an ID, or ErrNotFound.
+func (e *EC2) Instance(ctx context.Context, id string) (*Instance, error) {
+	return e.lookup(ctx, cacheKey{byID, id}, func(ctx context.Context) (*Instance, error) {
+		found, err := e.describe(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		var api smithy.APIError
+		if errors.As(err, &api) && (api.ErrorCode() == "InvalidInstanceID.NotFound" || api.ErrorCode() == "InvalidInstanceID.Malformed") {
+			return nil, ErrNotFound
 		}
-	}
-	if cacheable(inst.State) {
-		e.ids.put(id, inst, e.now(), e.ttl)
-	}
-	c := *inst
-	return &c, nil
+		if err != nil {
+			return nil, fmt.Errorf("describing instance %s: %w", id, err)
+		}
+		i := slices.IndexFunc(found, func(i described) bool { return aws.ToString(i.InstanceId) == id })
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		return e.instance(ctx, &found[i])
+	})
 }
 
-// role returns the role of an instance profile, "" when it has none or is gone.
-func (e *EC2) role(ctx context.Context, profileARN string) (string, error) {
-	if profileARN == "" {
-		return "", nil
+// lookup answers a key from the cache, or else from fetch, which one caller at a time
+// runs for a key while the others wait for its answer. The answer is cached when it is
+// ErrNotFound or an instance in a settled state.
+func (e *EC2) lookup(ctx context.Context, key cacheKey, fetch func(context.Context) (*Instance, error)) (*Instance, error) {
+	if v, ok := e.cached(key); ok {
+		return answer(v)
 	}
-	name := profileARN[strings.LastIndex(profileARN, "/")+1:]
-	if name == "" || !strings.Contains(profileARN, ":instance-profile/") {
-		return "", fmt.Errorf("instance profile ARN %q names no instance profile", profileARN)
+	ch := e.flight.DoChan(string(key.kind)+"/"+key.name, func() (any, error) {
+		inst, err := fetch(ctx)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			e.store(key, notFound{}, e.negativeTTL)
+		case err == nil && cacheable(inst.State):
+			e.store(key, inst, e.ttl)
+		}
+		return inst, err
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			if ctx.Err() == nil && (errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded)) {
+				// The caller whose call this shared gave up; this one has not.
+				return e.lookup(ctx, key, fetch)
+			}
+			return nil, r.Err
+		}
+		return r.Val.(*Instance).Clone(), nil
 	}
-	if role, ok := e.profiles.get(name, e.now()); ok {
-		return role, nil
+}
+
+// answer turns a cached value into a lookup's answer.
+func answer(v any) (*Instance, error) {
+	if inst, ok := v.(*Instance); ok {
+		return inst.Clone(), nil
 	}
-	out, err := e.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
-	var gone *iamtypes.NoSuchEntityException
-	if errors.As(err, &gone) {
-		return "", nil
+	return nil, ErrNotFound
+}
+
+func (e *EC2) cached(key cacheKey) (any, bool) {
+	if e.cache == nil {
+		return nil, false
 	}
-	if err != nil {
-		return "", fmt.Errorf("getting instance profile %s: %w", name, err)
+	return e.cache.Get(key)
+}
+
+// store caches v for ttl. LRUExpireCache still answers at the instant an entry expires;
+// an answer here is reused only while it is younger than its TTL.
+func (e *EC2) store(key cacheKey, v any, ttl time.Duration) {
+	if e.cache != nil && ttl > 0 {
+		e.cache.Add(key, v, ttl-time.Nanosecond)
 	}
-	role := ""
-	if out.InstanceProfile != nil && len(out.InstanceProfile.Roles) > 0 {
-		role = aws.ToString(out.InstanceProfile.Roles[0].RoleName)
-	}
-	e.profiles.put(name, role, e.now(), e.ttl)
-	return role, nil
+}
+
+// described is an instance as DescribeInstances returns it, with its reservation's owner.
+type described struct {
+	ec2types.Instance
+	owner string
 }
 
 // describe returns the instances DescribeInstances finds, over all its pages.
-func (e *EC2) describe(ctx context.Context, in *ec2.DescribeInstancesInput) ([]ec2types.Instance, error) {
-	var out []ec2types.Instance
+func (e *EC2) describe(ctx context.Context, in *ec2.DescribeInstancesInput) ([]described, error) {
+	var out []described
 	p := ec2.NewDescribeInstancesPaginator(e.ec2, in)
 	for pages := 0; p.HasMorePages(); pages++ {
 		if pages == maxPages {
@@ -219,16 +272,21 @@ func (e *EC2) describe(ctx context.Context, in *ec2.DescribeInstancesInput) ([]e
 			return nil, err
 		}
 		for _, r := range page.Reservations {
-			out = append(out, r.Instances...)
+			for _, i := range r.Instances {
+				out = append(out, described{Instance: i, owner: aws.ToString(r.OwnerId)})
+			}
 		}
 	}
 	return out, nil
 }
 
-// csrInstance is what the CSR policy checks of an instance: its private and public DNS
-// names, and every address of its network interfaces.
-func csrInstance(raw *ec2types.Instance) *csr.Instance {
-	inst := &csr.Instance{ID: aws.ToString(raw.InstanceId)}
+// instance builds the model of a described instance, with the role of its instance profile.
+func (e *EC2) instance(ctx context.Context, raw *described) (*Instance, error) {
+	inst := &Instance{
+		ID:             aws.ToString(raw.InstanceId),
+		AccountID:      raw.owner,
+		PrivateDNSName: strings.ToLower(aws.ToString(raw.PrivateDnsName)),
+	}
 	if raw.State != nil {
 		inst.State = string(raw.State.Name)
 	}
@@ -237,6 +295,55 @@ func csrInstance(raw *ec2types.Instance) *csr.Instance {
 			inst.DNSNames = append(inst.DNSNames, name)
 		}
 	}
+	inst.IPs = addresses(&raw.Instance)
+	if raw.IamInstanceProfile != nil {
+		role, err := e.role(ctx, aws.ToString(raw.IamInstanceProfile.Arn))
+		if err != nil {
+			return nil, fmt.Errorf("instance %s: %w", inst.ID, err)
+		}
+		inst.Role, inst.RoleARN = role.name, role.arn
+	}
+	return inst, nil
+}
+
+// role returns the role of an instance profile, none when it has none or is gone.
+func (e *EC2) role(ctx context.Context, profileARN string) (profileRole, error) {
+	if profileARN == "" {
+		return profileRole{}, nil
+	}
+	name := profileARN[strings.LastIndex(profileARN, "/")+1:]
+	if name == "" || !strings.Contains(profileARN, ":instance-profile/") {
+		return profileRole{}, fmt.Errorf("instance profile ARN %q names no instance profile", profileARN)
+	}
+	key := cacheKey{byProfile, name}
+	if v, ok := e.cached(key); ok {
+		return v.(profileRole), nil
+	}
+	v, err, _ := e.flight.Do(string(key.kind)+"/"+key.name, func() (any, error) {
+		out, err := e.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+		var gone *iamtypes.NoSuchEntityException
+		if errors.As(err, &gone) {
+			return profileRole{}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting instance profile %s: %w", name, err)
+		}
+		var role profileRole
+		if out.InstanceProfile != nil && len(out.InstanceProfile.Roles) > 0 {
+			r := out.InstanceProfile.Roles[0]
+			role = profileRole{name: aws.ToString(r.RoleName), arn: aws.ToString(r.Arn)}
+		}
+		e.store(key, role, e.ttl)
+		return role, nil
+	})
+	if err != nil {
+		return profileRole{}, err
+	}
+	return v.(profileRole), nil
+}
+
+// addresses are every address of an instance's network interfaces, private and public.
+func addresses(raw *ec2types.Instance) []netip.Addr {
 	addrs := []*string{raw.PrivateIpAddress, raw.PublicIpAddress, raw.Ipv6Address}
 	for _, nic := range raw.NetworkInterfaces {
 		addrs = append(addrs, nic.PrivateIpAddress)
@@ -253,72 +360,11 @@ func csrInstance(raw *ec2types.Instance) *csr.Instance {
 			addrs = append(addrs, a.Ipv6Address)
 		}
 	}
+	var out []netip.Addr
 	for _, s := range addrs {
-		if a, err := netip.ParseAddr(aws.ToString(s)); err == nil && !slices.Contains(inst.IPs, a.Unmap()) {
-			inst.IPs = append(inst.IPs, a.Unmap())
+		if a, err := netip.ParseAddr(aws.ToString(s)); err == nil && !slices.Contains(out, a.Unmap()) {
+			out = append(out, a.Unmap())
 		}
 	}
-	return inst
-}
-
-func cloneCSRInstance(i *csr.Instance) *csr.Instance {
-	c := *i
-	c.DNSNames = slices.Clone(i.DNSNames)
-	c.IPs = slices.Clone(i.IPs)
-	return &c
-}
-
-// ttlCache keeps values for a while, at most max of them.
-type ttlCache[V any] struct {
-	max int
-
-	mu      sync.Mutex
-	entries map[string]cacheEntry[V]
-}
-
-type cacheEntry[V any] struct {
-	value           V
-	stored, expires time.Time
-}
-
-func newTTLCache[V any](maxEntries int) *ttlCache[V] {
-	return &ttlCache[V]{max: maxEntries, entries: map[string]cacheEntry[V]{}}
-}
-
-func (c *ttlCache[V]) get(key string, now time.Time) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !now.Before(e.expires) {
-		var zero V
-		return zero, false
-	}
-	return e.value, true
-}
-
-// put stores a value for ttl (not at all when ttl is not positive), first dropping
-// expired entries and then the oldest ones when the cache is full.
-func (c *ttlCache[V]) put(key string, v V, now time.Time, ttl time.Duration) {
-	if ttl <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, k)
-			}
-		}
-		for len(c.entries) >= c.max {
-			oldest, first := "", true
-			for k, e := range c.entries {
-				if first || e.stored.Before(c.entries[oldest].stored) {
-					oldest, first = k, false
-				}
-			}
-			delete(c.entries, oldest)
-		}
-	}
-	c.entries[key] = cacheEntry[V]{value: v, stored: now, expires: now.Add(ttl)}
+	return out
 }

@@ -1,12 +1,14 @@
 package inventory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,8 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
-	"github.com/nodejoin/nodejoin/internal/authn"
-	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
@@ -46,6 +46,32 @@ type cloud struct {
 	iam   *localcloud.IAM
 	clock *fakeClock
 	inv   *EC2
+	// newInventory returns another inventory of the cloud, with other options.
+	newInventory func(EC2Options) *EC2
+
+	mu               sync.Mutex
+	arrived, release chan struct{} // see hold
+}
+
+// hold makes every EC2 request report on arrived and wait until release is closed.
+func (c *cloud) hold(arrived, release chan struct{}) {
+	c.mu.Lock()
+	c.arrived, c.release = arrived, release
+	c.mu.Unlock()
+}
+
+func (c *cloud) serveEC2(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	arrived, release := c.arrived, c.release
+	c.mu.Unlock()
+	if arrived != nil {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	c.ec2.ServeHTTP(w, r)
 }
 
 const account = "111122223333"
@@ -64,7 +90,7 @@ func newCloud(t *testing.T, ttl time.Duration, iamHandler func(http.Handler) htt
 	if iamHandler != nil {
 		ih = iamHandler(ih)
 	}
-	ec2Srv, iamSrv := httptest.NewServer(c.ec2), httptest.NewServer(ih)
+	ec2Srv, iamSrv := httptest.NewServer(http.HandlerFunc(c.serveEC2)), httptest.NewServer(ih)
 	t.Cleanup(ec2Srv.Close)
 	t.Cleanup(iamSrv.Close)
 	cfg := aws.Config{
@@ -73,7 +99,11 @@ func newCloud(t *testing.T, ttl time.Duration, iamHandler func(http.Handler) htt
 		RetryMaxAttempts: 1,
 		HTTPClient:       testenv.InMemoryBodies{Client: awshttp.NewBuildableClient()},
 	}
-	c.inv = NewEC2(cfg, EC2Options{EC2Endpoint: ec2Srv.URL, IAMEndpoint: iamSrv.URL, CacheTTL: ttl, Now: c.clock.Now})
+	c.newInventory = func(o EC2Options) *EC2 {
+		o.EC2Endpoint, o.IAMEndpoint, o.Now = ec2Srv.URL, iamSrv.URL, c.clock.Now
+		return NewEC2(cfg, o)
+	}
+	c.inv = c.newInventory(EC2Options{CacheTTL: ttl})
 	return c
 }
 
@@ -126,8 +156,8 @@ func TestEC2InstanceForNode(t *testing.T) {
 	}
 
 	for _, unknown := range []string{nodeName(9), "", "ip-198-18-0-*", `ip-198-18-0-1.us-west-2.compute.internal\`} {
-		if _, err := c.inv.InstanceForNode(t.Context(), unknown); !errors.Is(err, csr.ErrUnknownNode) {
-			t.Errorf("node %q: %v, want ErrUnknownNode", unknown, err)
+		if _, err := c.inv.InstanceForNode(t.Context(), unknown); !errors.Is(err, ErrNotFound) {
+			t.Errorf("node %q: %v, want ErrNotFound", unknown, err)
 		}
 	}
 }
@@ -141,7 +171,7 @@ func TestEC2InstanceForNodeAmbiguous(t *testing.T) {
 		}
 	}
 	_, err := c.inv.InstanceForNode(t.Context(), "twin.local.internal")
-	if !errors.Is(err, ErrAmbiguousNode) || errors.Is(err, csr.ErrUnknownNode) ||
+	if !errors.Is(err, ErrAmbiguousNode) || errors.Is(err, ErrNotFound) ||
 		!strings.Contains(err.Error(), instanceID(1)) || !strings.Contains(err.Error(), instanceID(2)) {
 		t.Errorf("two instances with one name: %v", err)
 	}
@@ -158,7 +188,7 @@ func TestEC2States(t *testing.T) {
 		t.Errorf("shutting-down node: %+v, %v", got, err)
 	}
 	// As on AWS, a terminated instance no longer has the private DNS name of its node.
-	if _, err := c.inv.InstanceForNode(t.Context(), nodeName(2)); !errors.Is(err, csr.ErrUnknownNode) {
+	if _, err := c.inv.InstanceForNode(t.Context(), nodeName(2)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("terminated node: %v", err)
 	}
 	byID, err := c.inv.Instance(t.Context(), instanceID(2))
@@ -175,7 +205,9 @@ func TestEC2Instance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (authn.Instance{ID: instanceID(1), State: "running", PrivateDNSName: nodeName(1), Role: "nodes"}); *got != want {
+	want := Instance{ID: instanceID(1), State: "running", AccountID: account, Role: "nodes", RoleARN: "arn:aws:iam::" + account + ":role/nodes",
+		PrivateDNSName: nodeName(1), DNSNames: []string{nodeName(1)}, IPs: addrs("198.18.0.1")}
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("instance = %+v, want %+v", *got, want)
 	}
 	noRole, err := c.inv.Instance(t.Context(), instanceID(2))
@@ -186,8 +218,8 @@ func TestEC2Instance(t *testing.T) {
 		t.Errorf("IAM calls = %d, want 1 (none for an instance without a profile)", n)
 	}
 	for _, id := range []string{instanceID(9), "i-xyz", ""} {
-		if _, err := c.inv.Instance(t.Context(), id); !errors.Is(err, authn.ErrNoInstance) {
-			t.Errorf("instance %q: %v, want ErrNoInstance", id, err)
+		if _, err := c.inv.Instance(t.Context(), id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("instance %q: %v, want ErrNotFound", id, err)
 		}
 	}
 }
@@ -242,9 +274,10 @@ func TestEC2Cache(t *testing.T) {
 			t.Fatalf("instance %s: %+v, %v", id, got, err)
 		}
 	}
-	// One DescribeInstances per instance ID, one GetInstanceProfile for their profile.
-	if e, i := calls(); e != 3 || i != 1 {
-		t.Errorf("calls = %d EC2, %d IAM; want 3 and 1", e, i)
+	// One DescribeInstances per instance (the node's lookup answers for its ID too), one
+	// GetInstanceProfile for their profile.
+	if e, i := calls(); e != 2 || i != 1 {
+		t.Errorf("calls = %d EC2, %d IAM; want 2 and 1", e, i)
 	}
 
 	// The cache forgets after the TTL: a terminated instance is seen as such.
@@ -257,24 +290,26 @@ func TestEC2Cache(t *testing.T) {
 	if got, err := c.inv.Instance(ctx, instanceID(1)); err != nil || got.State != "terminated" {
 		t.Errorf("after the TTL: %+v, %v", got, err)
 	}
-	if _, err := c.inv.InstanceForNode(ctx, nodeName(1)); !errors.Is(err, csr.ErrUnknownNode) {
+	if _, err := c.inv.InstanceForNode(ctx, nodeName(1)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("node after the TTL: %v", err)
 	}
-	if e, i := calls(); e != 5 || i != 2 {
-		t.Errorf("calls after the TTL = %d EC2, %d IAM; want 5 and 2", e, i)
+	if e, i := calls(); e != 4 || i != 2 {
+		t.Errorf("calls after the TTL = %d EC2, %d IAM; want 4 and 2", e, i)
 	}
 }
 
-// Unknown names, errors and instances that may yet turn running are asked about again.
+// Errors and instances that may yet turn running are asked about again; unknown names
+// once the negative TTL has passed.
 func TestEC2CacheKeepsOnlySettledAnswers(t *testing.T) {
 	c := newCloud(t, 0, nil)
 	ctx := t.Context()
 	for range 2 {
-		if _, err := c.inv.InstanceForNode(ctx, nodeName(1)); !errors.Is(err, csr.ErrUnknownNode) {
+		if _, err := c.inv.InstanceForNode(ctx, nodeName(1)); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unknown node: %v", err)
 		}
 	}
 	c.launch(t, 1, "nodes")
+	c.clock.Advance(DefaultNegativeCacheTTL)
 	if got, err := c.inv.InstanceForNode(ctx, nodeName(1)); err != nil || got.ID != instanceID(1) {
 		t.Errorf("node launched after a miss: %+v, %v", got, err)
 	}
@@ -294,8 +329,8 @@ func TestEC2CacheKeepsOnlySettledAnswers(t *testing.T) {
 	if got, err := c.inv.InstanceForNode(ctx, nodeName(2)); err != nil || got.ID != instanceID(2) {
 		t.Errorf("after a failure: %+v, %v", got, err)
 	}
-	if n := c.ec2.Calls(); n != 7 {
-		t.Errorf("EC2 calls = %d, want 7", n)
+	if n := c.ec2.Calls(); n != 6 {
+		t.Errorf("EC2 calls = %d, want 6", n)
 	}
 }
 
@@ -332,57 +367,124 @@ func TestEC2Errors(t *testing.T) {
 
 	c.ec2.FailNext(1, http.StatusInternalServerError, "InternalError")
 	_, err := c.inv.InstanceForNode(ctx, nodeName(1))
-	if code(err) != "InternalError" || errors.Is(err, csr.ErrUnknownNode) || !strings.Contains(err.Error(), nodeName(1)) {
+	if code(err) != "InternalError" || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), nodeName(1)) {
 		t.Errorf("node lookup: %v", err)
 	}
 	c.ec2.FailNext(1, http.StatusServiceUnavailable, "RequestLimitExceeded")
 	_, err = c.inv.Instance(ctx, instanceID(1))
-	if code(err) != "RequestLimitExceeded" || errors.Is(err, authn.ErrNoInstance) || !strings.Contains(err.Error(), "describing instance "+instanceID(1)) {
+	if code(err) != "RequestLimitExceeded" || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "describing instance "+instanceID(1)) {
 		t.Errorf("instance lookup: %v", err)
 	}
 	// IAM fails: the instance is not answered without its role.
 	_, err = c.inv.Instance(ctx, instanceID(1))
-	if code(err) != "ServiceFailure" || errors.Is(err, authn.ErrNoInstance) || !strings.Contains(err.Error(), "instance profile nodes") {
+	if code(err) != "ServiceFailure" || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "instance profile nodes") {
 		t.Errorf("role lookup: %v", err)
 	}
 }
 
 func TestNewEC2Defaults(t *testing.T) {
 	inv := NewEC2(aws.Config{Region: "us-west-2"}, EC2Options{})
-	if inv.ttl != DefaultCacheTTL || inv.now == nil || inv.ec2 == nil || inv.iam == nil {
-		t.Errorf("defaults: ttl %v", inv.ttl)
+	if inv.ttl != DefaultCacheTTL || inv.negativeTTL != DefaultNegativeCacheTTL || inv.now == nil || inv.ec2 == nil || inv.iam == nil || inv.cache == nil {
+		t.Errorf("defaults: ttl %v, negative ttl %v", inv.ttl, inv.negativeTTL)
+	}
+	if off := NewEC2(aws.Config{Region: "us-west-2"}, EC2Options{CacheTTL: -1}); off.cache != nil {
+		t.Error("a negative TTL leaves a cache")
 	}
 }
 
-func TestTTLCache(t *testing.T) {
-	c := newTTLCache[int](3)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i, k := range []string{"a", "b", "c"} {
-		c.put(k, i, t0.Add(time.Duration(i)*time.Second), time.Minute)
+// Concurrent lookups of one instance make one DescribeInstances call: the first asks,
+// the others wait for its answer.
+func TestEC2ConcurrentLookupsShareOneCall(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lookup func(*cloud, context.Context) (*Instance, error)
+	}{
+		{"by node", func(c *cloud, ctx context.Context) (*Instance, error) { return c.inv.InstanceForNode(ctx, nodeName(1)) }},
+		{"by ID", func(c *cloud, ctx context.Context) (*Instance, error) { return c.inv.Instance(ctx, instanceID(1)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			arrived, release := make(chan struct{}, 64), make(chan struct{})
+			c := newCloud(t, 0, nil)
+			c.hold(arrived, release)
+			c.launch(t, 1, "nodes")
+			const lookups = 50
+			var wg sync.WaitGroup
+			errs := make(chan error, lookups)
+			for range lookups {
+				wg.Go(func() {
+					inst, err := tc.lookup(c, t.Context())
+					if err == nil && (inst.ID != instanceID(1) || inst.Role != "nodes") {
+						err = fmt.Errorf("instance %+v", inst)
+					}
+					errs <- err
+				})
+			}
+			<-arrived // the first DescribeInstances is held; let the others pile up behind it
+			time.Sleep(50 * time.Millisecond)
+			close(release)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if e, i := c.ec2.Calls(), c.iam.Calls(); e != 1 || i != 1 {
+				t.Errorf("%d concurrent lookups made %d EC2 and %d IAM calls, want 1 and 1", lookups, e, i)
+			}
+		})
 	}
-	c.put("d", 3, t0.Add(3*time.Second), time.Minute) // full: "a", the oldest, goes
-	if _, ok := c.get("a", t0.Add(4*time.Second)); ok {
-		t.Error("oldest entry kept beyond the bound")
-	}
-	for _, k := range []string{"b", "c", "d"} {
-		if _, ok := c.get(k, t0.Add(4*time.Second)); !ok {
-			t.Errorf("%s evicted", k)
+}
+
+// A "not found" is reused for the negative TTL, then asked again.
+func TestEC2NegativeCache(t *testing.T) {
+	const negative = 5 * time.Second
+	c := newCloud(t, 0, nil)
+	ctx := t.Context()
+	for range 3 {
+		if _, err := c.inv.Instance(ctx, instanceID(1)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown instance: %v", err)
+		}
+		if _, err := c.inv.InstanceForNode(ctx, nodeName(1)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown node: %v", err)
 		}
 	}
-	c.put("b", 10, t0.Add(5*time.Second), time.Minute) // a present key replaces, evicting nothing
-	if v, ok := c.get("b", t0.Add(5*time.Second)); !ok || v != 10 || len(c.entries) != 3 {
-		t.Errorf("replaced entry: %d %t, %d entries", v, ok, len(c.entries))
+	if n := c.ec2.Calls(); n != 2 {
+		t.Errorf("EC2 calls for three lookups each of an unknown ID and node = %d, want 2", n)
 	}
-	if _, ok := c.get("c", t0.Add(2*time.Second+time.Minute)); ok {
-		t.Error("expired entry returned")
+	c.launch(t, 1, "nodes")
+	c.clock.Advance(negative - time.Millisecond)
+	if _, err := c.inv.Instance(ctx, instanceID(1)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("within the negative TTL: %v", err)
 	}
-	// Expired entries make room before live ones are evicted.
-	c.put("e", 4, t0.Add(2*time.Second+time.Minute), time.Minute)
-	if _, ok := c.get("d", t0.Add(2*time.Second+time.Minute)); !ok {
-		t.Error("live entry evicted while an expired one remained")
+	c.clock.Advance(time.Millisecond)
+	if got, err := c.inv.Instance(ctx, instanceID(1)); err != nil || got.ID != instanceID(1) {
+		t.Errorf("after the negative TTL: %+v, %v", got, err)
 	}
-	c.put("f", 5, t0, 0)
-	if _, ok := c.get("f", t0); ok {
-		t.Error("stored with no TTL")
+	if got, err := c.inv.InstanceForNode(ctx, nodeName(1)); err != nil || got.ID != instanceID(1) {
+		t.Errorf("node after the negative TTL: %+v, %v", got, err)
+	}
+	if n := c.ec2.Calls(); n != 4 {
+		t.Errorf("EC2 calls = %d, want 4", n)
+	}
+}
+
+// NegativeCacheTTL configures how long a "not found" is reused, or turns that off.
+func TestEC2NegativeCacheTTLOption(t *testing.T) {
+	for _, tc := range []struct {
+		ttl       time.Duration
+		wantCalls int
+	}{{-1, 3}, {time.Minute, 1}} {
+		c := newCloud(t, 0, nil)
+		c.inv = c.newInventory(EC2Options{NegativeCacheTTL: tc.ttl})
+		for range 3 {
+			if _, err := c.inv.Instance(t.Context(), instanceID(1)); !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			c.clock.Advance(10 * time.Second)
+		}
+		if n := c.ec2.Calls(); n != tc.wantCalls {
+			t.Errorf("negative TTL %v: %d EC2 calls, want %d", tc.ttl, n, tc.wantCalls)
+		}
 	}
 }

@@ -1,22 +1,56 @@
 // Package inventory is the record of instances that nodejoin trusts over anything a
 // node says about itself: which instance backs a node name, its state, role, names and
 // addresses. The CSR policy checks serving certificates against it; the authentication
-// webhook checks that a token's session is a running instance with the token's role.
+// webhook checks that a token's session is a running instance with the token's role;
+// the node initializer checks a Node against its instance.
+//
+// It owns the one model of an instance, Instance, and the one "not found" answer,
+// ErrNotFound. Its users declare the one-method interface they need (csr.Inventory,
+// authn.Instances, nodeinit.Inventory), which File and EC2 satisfy.
 package inventory
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
-
-	"github.com/nodejoin/nodejoin/internal/authn"
-	"github.com/nodejoin/nodejoin/internal/csr"
 )
+
+// Instance is what the inventory knows of an instance, whether it was found by node
+// name or by ID.
+type Instance struct {
+	ID string
+	// State is EC2's state name: "running" for a live instance.
+	State string
+	// AccountID is the account that owns the instance ("" when the inventory does not say).
+	AccountID string
+	// Role is the name of the role of the instance's instance profile, RoleARN its ARN;
+	// both are empty when it has none (RoleARN also when the inventory does not say).
+	Role, RoleARN string
+	// PrivateDNSName is the instance's private DNS name, lower case: its node name.
+	PrivateDNSName string
+	// DNSNames are the instance's private and public DNS names, lower case.
+	DNSNames []string
+	// IPs are every private and public address of the instance's network interfaces.
+	IPs []netip.Addr
+}
+
+// Clone returns a copy that shares nothing with i.
+func (i *Instance) Clone() *Instance {
+	c := *i
+	c.DNSNames = slices.Clone(i.DNSNames)
+	c.IPs = slices.Clone(i.IPs)
+	return &c
+}
+
+// ErrNotFound reports a node name or instance ID the inventory has no instance for.
+var ErrNotFound = errors.New("instance not found")
 
 // File reads the inventory from a JSON file keyed by node name, re-reading it when it
 // changes (nodejoin's local instances, or a file an operator maintains):
@@ -24,29 +58,28 @@ import (
 //	{"ip-198-18-0-11.local.internal": {"id": "i-0abc", "state": "running", "role": "nodes",
 //	  "privateDnsName": "ip-198-18-0-11.local.internal",
 //	  "dnsNames": ["ip-198-18-0-11.local.internal"], "ips": ["198.18.0.11"]}}
+//
+// "accountId" and "roleArn" may be given too.
 type File struct {
 	Path string
 
 	mu     sync.Mutex
 	raw    []byte
-	byNode map[string]*entry
-	byID   map[string]*entry
+	byNode map[string]*Instance
+	byID   map[string]*Instance
 }
 
-type entry struct {
+// fileEntry is one instance as the file writes it.
+type fileEntry struct {
 	ID             string   `json:"id"`
 	State          string   `json:"state"`
+	AccountID      string   `json:"accountId,omitempty"`
 	Role           string   `json:"role,omitempty"`
+	RoleARN        string   `json:"roleArn,omitempty"`
 	PrivateDNSName string   `json:"privateDnsName,omitempty"`
 	DNSNames       []string `json:"dnsNames,omitempty"`
 	IPs            []string `json:"ips,omitempty"`
-	ips            []netip.Addr
 }
-
-var (
-	_ csr.Inventory   = (*File)(nil)
-	_ authn.Instances = (*File)(nil)
-)
 
 func (f *File) load() error {
 	data, err := os.ReadFile(f.Path)
@@ -56,57 +89,56 @@ func (f *File) load() error {
 	if bytes.Equal(data, f.raw) {
 		return nil
 	}
-	var byNode map[string]*entry
+	var entries map[string]*fileEntry
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&byNode); err != nil {
+	if err := dec.Decode(&entries); err != nil {
 		return fmt.Errorf("inventory %s: %w", f.Path, err)
 	}
-	byID := map[string]*entry{}
-	for node, e := range byNode {
-		if e.ID == "" {
+	byNode, byID := map[string]*Instance{}, map[string]*Instance{}
+	for node, e := range entries {
+		if e == nil || e.ID == "" {
 			return fmt.Errorf("inventory %s: node %s has no instance id", f.Path, node)
 		}
-		for i, n := range e.DNSNames {
-			e.DNSNames[i] = strings.ToLower(n)
+		inst := &Instance{
+			ID: e.ID, State: e.State, AccountID: e.AccountID, Role: e.Role, RoleARN: e.RoleARN,
+			PrivateDNSName: strings.ToLower(e.PrivateDNSName),
+		}
+		for _, n := range e.DNSNames {
+			inst.DNSNames = append(inst.DNSNames, strings.ToLower(n))
 		}
 		for _, s := range e.IPs {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
 				return fmt.Errorf("inventory %s: node %s: %w", f.Path, node, err)
 			}
-			e.ips = append(e.ips, a)
+			inst.IPs = append(inst.IPs, a)
 		}
-		byID[e.ID] = e
+		byNode[node], byID[e.ID] = inst, inst
 	}
 	f.raw, f.byNode, f.byID = data, byNode, byID
 	return nil
 }
 
-// InstanceForNode implements csr.Inventory.
-func (f *File) InstanceForNode(_ context.Context, node string) (*csr.Instance, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.load(); err != nil {
-		return nil, err
-	}
-	e, ok := f.byNode[node]
-	if !ok {
-		return nil, csr.ErrUnknownNode
-	}
-	return &csr.Instance{ID: e.ID, State: e.State, DNSNames: e.DNSNames, IPs: e.ips}, nil
+// InstanceForNode returns the instance behind a node name, or ErrNotFound.
+func (f *File) InstanceForNode(_ context.Context, node string) (*Instance, error) {
+	return f.find(func() *Instance { return f.byNode[node] })
 }
 
-// Instance implements authn.Instances.
-func (f *File) Instance(_ context.Context, id string) (*authn.Instance, error) {
+// Instance returns the instance with an ID, or ErrNotFound.
+func (f *File) Instance(_ context.Context, id string) (*Instance, error) {
+	return f.find(func() *Instance { return f.byID[id] })
+}
+
+func (f *File) find(lookup func() *Instance) (*Instance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.load(); err != nil {
 		return nil, err
 	}
-	e, ok := f.byID[id]
-	if !ok {
-		return nil, authn.ErrNoInstance
+	inst := lookup()
+	if inst == nil {
+		return nil, ErrNotFound
 	}
-	return &authn.Instance{ID: e.ID, State: e.State, PrivateDNSName: e.PrivateDNSName, Role: e.Role}, nil
+	return inst.Clone(), nil
 }

@@ -5,10 +5,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
-
-	"github.com/nodejoin/nodejoin/internal/authn"
-	"github.com/nodejoin/nodejoin/internal/csr"
 )
 
 func TestFile(t *testing.T) {
@@ -25,13 +23,17 @@ func TestFile(t *testing.T) {
 		t.Fatalf("%+v, %v", inst, err)
 	}
 	byID, err := inv.Instance(t.Context(), "i-1")
-	if err != nil || byID.Role != "nodes" || byID.PrivateDNSName != "n1.local" || byID.State != "running" {
+	if err != nil || byID.Role != "nodes" || byID.PrivateDNSName != "n1.local" || byID.State != "running" || !reflect.DeepEqual(byID, inst) {
 		t.Errorf("by ID: %+v, %v", byID, err)
 	}
-	if _, err := inv.InstanceForNode(t.Context(), "n2"); !errors.Is(err, csr.ErrUnknownNode) {
+	inst.DNSNames[0] = "mutated"
+	if again, _ := inv.InstanceForNode(t.Context(), "n1"); again.DNSNames[0] != "n1.local" {
+		t.Errorf("answer changed by its caller: %+v", again)
+	}
+	if _, err := inv.InstanceForNode(t.Context(), "n2"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown node: %v", err)
 	}
-	if _, err := inv.Instance(t.Context(), "i-9"); !errors.Is(err, authn.ErrNoInstance) {
+	if _, err := inv.Instance(t.Context(), "i-9"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown instance: %v", err)
 	}
 	write(`{"n2": {"id": "i-2", "state": "running", "ips": ["198.18.0.12"]}}`)

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 // TaintUninitialized is the taint a kubelet with an external cloud provider registers with.
@@ -43,7 +43,7 @@ const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // is a controller-runtime reconciler; SetupWithManager watches the uninitialized Nodes.
 type Controller struct {
 	Client    kubernetes.Interface
-	Inventory csr.Inventory
+	Inventory Inventory
 	Log       *slog.Logger
 	// Recheck is how soon a node that failed the checks is looked at again (its
 	// instance may still be pending). Default 30 seconds.
@@ -144,7 +144,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (c *Controller) Check(ctx context.Context, node *corev1.Node) (string, error) {
 	inst, err := c.Inventory.InstanceForNode(ctx, node.Name)
 	if err != nil {
-		if errors.Is(err, csr.ErrUnknownNode) {
+		if errors.Is(err, inventory.ErrNotFound) {
 			return fmt.Sprintf("no instance is known for node %s", node.Name), nil
 		}
 		return "", err

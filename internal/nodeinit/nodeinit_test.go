@@ -12,16 +12,16 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
-type inventory map[string]*csr.Instance
+type staticInventory map[string]*inventory.Instance
 
-func (i inventory) InstanceForNode(_ context.Context, node string) (*csr.Instance, error) {
+func (i staticInventory) InstanceForNode(_ context.Context, node string) (*inventory.Instance, error) {
 	if inst, ok := i[node]; ok {
 		return inst, nil
 	}
-	return nil, csr.ErrUnknownNode
+	return nil, inventory.ErrNotFound
 }
 
 const name = "ip-198-18-0-11.local.internal"
@@ -45,16 +45,16 @@ func node(mutate func(*corev1.Node)) *corev1.Node {
 }
 
 func TestNodeIsInitializedOnlyWhenItMatchesItsInstance(t *testing.T) {
-	inv := inventory{name: {ID: "i-0aaa", State: "running", DNSNames: []string{name}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")}}}
+	inv := staticInventory{name: {ID: "i-0aaa", State: "running", DNSNames: []string{name}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")}}}
 	for _, tc := range []struct {
 		desc   string
 		node   *corev1.Node
-		inv    inventory
+		inv    staticInventory
 		reason string // "" when the taint goes
 	}{
 		{"matches", node(nil), inv, ""},
-		{"no instance", node(nil), inventory{}, "no instance is known for node " + name},
-		{"stopped", node(nil), inventory{name: {ID: "i-0aaa", State: "stopped"}}, "instance i-0aaa is stopped, not running"},
+		{"no instance", node(nil), staticInventory{}, "no instance is known for node " + name},
+		{"stopped", node(nil), staticInventory{name: {ID: "i-0aaa", State: "stopped"}}, "instance i-0aaa is stopped, not running"},
 		{"no providerID", node(func(n *corev1.Node) { n.Spec.ProviderID = "" }), inv, "the Node has no providerID"},
 		{"another instance", node(func(n *corev1.Node) { n.Spec.ProviderID = "aws:///us-west-2a/i-0bbb" }), inv,
 			"providerID aws:///us-west-2a/i-0bbb names instance i-0bbb, but node " + name + " is instance i-0aaa"},

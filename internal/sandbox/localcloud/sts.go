@@ -139,11 +139,7 @@ func (s *STS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeSTSError(w, http.StatusForbidden, "SignatureDoesNotMatch", "Signature expired or not yet valid")
 		return
 	}
-	headers := map[string]string{}
-	for _, h := range strings.Split(q.Get("X-Amz-SignedHeaders"), ";") {
-		headers[h] = r.Header.Get(h)
-	}
-	want := identity.PresignedSignature(c.SecretAccessKey, cred[2], cred[3], r.Host, r.URL.Path, q, headers)
+	want := presignedSignature(c.SecretAccessKey, cred[2], cred[3], r)
 	if !hmac.Equal([]byte(want), []byte(q.Get("X-Amz-Signature"))) {
 		writeSTSError(w, http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
 		return
