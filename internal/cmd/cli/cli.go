@@ -37,7 +37,9 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	root.SetErr(stderr)
 	root.SilenceUsage = true
 	root.SilenceErrors = true
-	root.AddCommand(versionCommand())
+	v := versionCommand()
+	v.Example = "  " + root.Name() + " version"
+	root.AddCommand(v)
 	return root.ExecuteContext(ctx)
 }
 
