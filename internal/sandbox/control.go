@@ -37,7 +37,7 @@ type addMessage struct {
 	Error string `json:"error,omitempty"`
 	// Option is set when the error is an invalid option.
 	Option *OptionError `json:"option,omitempty"`
-	Done  bool   `json:"done,omitempty"`
+	Done   bool         `json:"done,omitempty"`
 }
 
 // serveControl answers AddNodesTo until ctx ends.
