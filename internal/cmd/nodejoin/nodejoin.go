@@ -17,6 +17,10 @@ import (
 
 // Run runs nodejoin with args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return cli.Execute(ctx, rootCommand(), args, stdout, stderr)
+}
+
+func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "nodejoin",
 		Short: "Run local Kubernetes clusters whose nodes join the way EKS nodes do",
@@ -29,7 +33,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(),
 		deprecatedNodeCommand(), deprecatedIMDSCommand())
-	return cli.Execute(ctx, root, args, stdout, stderr)
+	return root
 }
 
 func nameFlag(cmd *cobra.Command, name *string) {
