@@ -195,10 +195,18 @@ type launched struct {
 	step   joinstatus.Step
 }
 
-func (l *launched) state() (*instance.Instance, bool, error, joinstatus.Step) {
+// launchState is a launched instance's state at one moment.
+type launchState struct {
+	inst   *instance.Instance
+	inited bool
+	err    error
+	step   joinstatus.Step
+}
+
+func (l *launched) state() launchState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inst, l.inited, l.err, l.step
+	return launchState{l.inst, l.inited, l.err, l.step}
 }
 
 // launch starts n instances, a few at a time, and configures each. It returns at once;
@@ -304,15 +312,16 @@ func (w *workers) bootstrap() bool { return w.identity == instance.IdentityBoots
 // observe reports one launched node's progress from a snapshot: whether every step is
 // done, or a failure; err ends the wait (a simulated kubelet stopped).
 func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus.Tracker, now time.Time, pr *joinProgress) (ready bool, failure string, err error) {
-	inst, inited, lerr, step := l.state()
-	if lerr != nil {
+	ls := l.state()
+	inst := ls.inst
+	if ls.err != nil {
 		name := "an instance"
 		if inst != nil {
 			name = "node " + inst.NodeName
 		}
-		return false, fmt.Sprintf("%s: %s failed: %v", name, step, lerr), nil
+		return false, fmt.Sprintf("%s: %s failed: %v", name, ls.step, ls.err), nil
 	}
-	if !inited {
+	if !ls.inited {
 		return false, "", nil
 	}
 	if ch := inst.SimDone(); ch != nil {
@@ -353,8 +362,9 @@ func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus
 func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, timeout time.Duration) error {
 	var lines []string
 	for _, l := range ls {
-		inst, inited, _, _ := l.state()
-		if inst == nil || !inited {
+		cur := l.state()
+		inst := cur.inst
+		if inst == nil || !cur.inited {
 			lines = append(lines, "an instance: still starting (nodeadm init not done)")
 			continue
 		}
@@ -406,7 +416,7 @@ func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node
 		o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))})
 	pr := newJoinProgress(rep, o.Count, w.bootstrap())
 	ls, launchedAll := w.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
-		if _, _, err, _ := l.state(); err != nil {
+		if l.state().err != nil {
 			pr.failed(l)
 			return
 		}
@@ -474,7 +484,7 @@ func newJoinProgress(rep *reporter, total int, bootstrap bool) *joinProgress {
 }
 
 func (p *joinProgress) step(l *launched, step joinstatus.Step, at time.Time, detail string) {
-	inst, _, _, _ := l.state()
+	inst := l.state().inst
 	l.mu.Lock()
 	start := l.start
 	l.mu.Unlock()
@@ -499,12 +509,12 @@ func (p *joinProgress) step(l *launched, step joinstatus.Step, at time.Time, det
 }
 
 func (p *joinProgress) failed(l *launched) {
-	inst, _, err, step := l.state()
+	st := l.state()
 	name := "instance"
-	if inst != nil {
-		name = inst.NodeName
+	if st.inst != nil {
+		name = st.inst.NodeName
 	}
-	p.rep.report(Event{Kind: NodeFailed, Node: name, Step: string(step), Detail: err.Error()})
+	p.rep.report(Event{Kind: NodeFailed, Node: name, Step: string(st.step), Detail: st.err.Error()})
 }
 
 // flush reports the counts when they changed (every 2 seconds at most, unless final).

@@ -123,8 +123,7 @@ func BenchmarkStart(b *testing.B) {
 	testenv.RequireIntegration(b)
 	bin := testenv.BinDir(b, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Nodeadm)
 	var total, slowest time.Duration
-	for i := range b.N {
-		_ = i
+	for range b.N {
 		start := time.Now()
 		sb, err := Start(b.Context(), Options{Name: "bench", BinDir: bin, Network: controlplane.NetworkLoopback, UnsafeNoFsync: true,
 			Nodes: NodeOptions{Count: *benchNodes, Kubelet: "sim"}})
