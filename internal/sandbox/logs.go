@@ -96,7 +96,7 @@ func copyFile(src, dst string) (int64, error) {
 		return 0, err
 	}
 	defer func() { _ = in.Close() }()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return 0, fmt.Errorf("creating %s: %w", filepath.Dir(dst), err)
 	}
 	tmp := dst + ".tmp"

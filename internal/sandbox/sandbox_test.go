@@ -40,7 +40,7 @@ func TestNodeOptionsValidate(t *testing.T) {
 }
 
 // fakeCluster writes the state directory of a cluster whose process is gone.
-func fakeCluster(t *testing.T, name string) string {
+func fakeCluster(t *testing.T, name string) {
 	t.Helper()
 	dir, err := StateDir(name)
 	if err != nil {
@@ -62,7 +62,6 @@ func fakeCluster(t *testing.T, name string) string {
 	write("logs/nodejoin-controller.log", "controller\n")
 	write("logs/kubeletsim/n1.log", "kubelet\n")
 	write("instances/i-0123456789abcdef0/instance.json", `{"id":"i-0123456789abcdef0","nodeName":"n1","ip":"198.18.0.11","kubelet":"sim","identity":"aws-iam","launched":"2026-01-01T00:00:00Z"}`)
-	return dir
 }
 
 func TestExportLogsCopiesEveryLogIntoOneDirectory(t *testing.T) {
