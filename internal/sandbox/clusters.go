@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
@@ -126,7 +127,7 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asking the API server of cluster %s: %w", name, err)
 	}
-	accepted := acceptedUsers(filepath.Join(dir, ControllerLog))
+	accepted := acceptedUsers(filepath.Join(dir, controller.LogFile))
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Launched.Before(recs[j].Launched) })
 	out := make([]NodeStatus, 0, len(recs))
 	for _, r := range recs {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
@@ -153,7 +154,7 @@ func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *R
 	bootstrap := rec.Identity == instance.IdentityBootstrapToken
 	kubeletLog := filepath.Join(rec.Root, instance.KubeletLog)
 	nodeadmLog := filepath.Join(rec.Dir, instance.NodeadmLog)
-	controllerLog := filepath.Join(dir, ControllerLog)
+	controllerLog := filepath.Join(dir, controller.LogFile)
 	if rec.Kubelet == instance.KubeletReal {
 		r.Logs = append(r.Logs, LogFile{"nodeadm", nodeadmLog}, LogFile{"kubelet", kubeletLog}, LogFile{"containerd", filepath.Join(rec.Root, instance.ContainerdLog)})
 	} else {

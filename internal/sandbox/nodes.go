@@ -21,6 +21,7 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
@@ -38,7 +39,7 @@ func nodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
 type workers struct {
 	prov      *instance.Provider
 	client    kubernetes.Interface
-	ctl       *controller
+	ctl       *controller.Controller
 	kubelet   instance.KubeletKind
 	identity  instance.Identity
 	token     string // bootstrap-token mode; a secret
@@ -136,8 +137,8 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 		Bridge:       controlplane.BridgeName,
 		NodeCIDR:     opts.NodeCIDR,
 		Gateway:      opts.BridgeAddr(),
-		Cloud:        s.controller.cloud,
-		Zone:         localRegion + "a",
+		Cloud:        s.controller.Cloud(),
+		Zone:         controller.DefaultRegion + "a",
 		NodeadmPath:  nodeadm, KubeletPath: kubeletPath, ContainerdPath: containerdPath,
 		Log: s.log,
 	})

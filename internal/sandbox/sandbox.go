@@ -9,9 +9,10 @@
 // and control socket. Results are structs with JSON tags; progress goes to a Progress
 // callback. Nothing here prints: the CLI (internal/cmd/nodejoin) does.
 //
-// The package is over 600 lines because it holds one product, the local sandbox, whose
-// parts (steps, nodes, controller wiring, control socket, diagnosis, logs) share its
-// state and types; each part has a file of its own.
+// The in-process nodejoin-controller and local cloud are wired in package
+// sandbox/controller, which tests use too. This package is over 600 lines because it
+// holds one product, the local sandbox, whose parts (steps, nodes, control socket,
+// diagnosis, logs) share its state and types; each part has a file of its own.
 package sandbox
 
 import (
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
@@ -160,7 +162,7 @@ type Sandbox struct {
 	log  *slog.Logger
 
 	cluster    *controlplane.Cluster
-	controller *controller
+	controller *controller.Controller
 
 	mu    sync.Mutex // serializes AddNodes; guards nodes and workers
 	w     *workers   // nil until nodes are launched
@@ -270,10 +272,10 @@ func (s *Sandbox) Info() Cluster {
 
 // Failed is closed when the control plane or the controller stopped on its own; Err
 // then says why.
-func (s *Sandbox) Failed() <-chan struct{} { return s.controller.failed }
+func (s *Sandbox) Failed() <-chan struct{} { return s.controller.Failed() }
 
 // Err is why the sandbox failed, once Failed is closed.
-func (s *Sandbox) Err() error { return s.controller.failure() }
+func (s *Sandbox) Err() error { return s.controller.Err() }
 
 // AddNodes launches more instances, with Start's node options for what o leaves out,
 // and waits until they are Ready.
@@ -318,7 +320,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 			errs = append(errs, w.stop(ctx))
 		}
 		if s.controller != nil {
-			errs = append(errs, s.controller.stop())
+			errs = append(errs, s.controller.Stop())
 		}
 		if s.cluster != nil {
 			errs = append(errs, s.cluster.Stop(ctx))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 )
 
@@ -68,7 +69,7 @@ func (controllerStep) Name() string { return "starting nodejoin-controller" }
 
 func (controllerStep) Run(ctx context.Context, s *state) error {
 	return s.progress.timed("starting nodejoin-controller", func() error {
-		c, err := startController(ctx, s.sandbox.cluster)
+		c, err := controller.Start(ctx, controller.Config{Cluster: s.sandbox.cluster})
 		s.sandbox.controller = c
 		return err
 	})
