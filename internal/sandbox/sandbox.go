@@ -317,13 +317,19 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		s.mu.Unlock()
 		var errs []error
 		if w != nil {
-			errs = append(errs, w.stop(ctx))
+			if err := w.stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the nodes: %w", err))
+			}
 		}
 		if s.controller != nil {
-			errs = append(errs, s.controller.Stop())
+			if err := s.controller.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping nodejoin-controller and the local cloud: %w", err))
+			}
 		}
 		if s.cluster != nil {
-			errs = append(errs, s.cluster.Stop(ctx))
+			if err := s.cluster.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+			}
 		}
 		s.stopErr = errors.Join(errs...)
 	})
