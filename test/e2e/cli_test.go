@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,37 @@ func (c *cli) run(args ...string) string {
 		c.t.Fatalf("nodejoin %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// runJSON runs nodejoin, expecting it to fail when fail is set, and decodes its
+// standard output, which must hold exactly one JSON value, into v.
+func (c *cli) runJSON(fail bool, v any, args ...string) {
+	c.t.Helper()
+	cmd := c.command(args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if (err != nil) != fail {
+		c.t.Fatalf("nodejoin %s: %v (want failure: %v)\n%s%s", strings.Join(args, " "), err, fail, out, stderr.String())
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	if err := dec.Decode(v); err != nil {
+		c.t.Fatalf("nodejoin %s: decoding its output: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if rest, _ := io.ReadAll(dec.Buffered()); strings.TrimSpace(string(rest)) != "" || dec.More() {
+		c.t.Fatalf("nodejoin %s printed more than one JSON value:\n%s", strings.Join(args, " "), out)
+	}
+}
+
+// assertExported checks that export logs wrote each file, not empty.
+func (c *cli) assertExported(dir string, files ...string) {
+	c.t.Helper()
+	for _, f := range files {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			c.t.Errorf("export logs: %s missing or empty (%v)", f, err)
+		}
+	}
 }
 
 func (c *cli) kubectl(kubeconfig string, args ...string) string {
@@ -265,4 +297,89 @@ func (c *cli) assertControllerRuns(kubeconfig, name string) {
 	if !strings.Contains(string(log), `msg="token denied"`) {
 		c.t.Errorf("%s shows no token review:\n%s", logPath, log)
 	}
+}
+
+// The structured outputs: up -o json prints one object with the cluster and its nodes;
+// get clusters and get nodes list what runs; diagnose node -o json prints the steps; add
+// node adds one more; export logs copies every log; down removes it all.
+func TestStructuredOutputsAndExportLogs(t *testing.T) {
+	c := newCLI(t)
+	name := "e2e-json"
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+
+	var up struct {
+		Name       string `json:"name"`
+		Kubeconfig string `json:"kubeconfig"`
+		Nodes      []struct {
+			Name         string  `json:"name"`
+			InstanceID   string  `json:"instanceID"`
+			IP           string  `json:"ip"`
+			Kubelet      string  `json:"kubelet"`
+			ReadySeconds float64 `json:"readySeconds"`
+		} `json:"nodes"`
+	}
+	c.runJSON(false, &up, "up", "--name", name, "--nodes", "1", "--kubelet", "sim", "-o", "json", "--detach")
+	if up.Name != name || up.Kubeconfig != filepath.Join(c.state, "nodejoin", name, "kubeconfig") || len(up.Nodes) != 1 {
+		t.Fatalf("up -o json = %+v", up)
+	}
+	n := up.Nodes[0]
+	if n.Name == "" || !strings.HasPrefix(n.InstanceID, "i-") || n.IP == "" || n.Kubelet != "sim" || n.ReadySeconds <= 0 {
+		t.Errorf("up -o json node = %+v", n)
+	}
+
+	if out := c.run("get", "clusters"); !strings.Contains(out, "NAME") || !strings.Contains(out, name+" ") || !strings.Contains(out, "running") {
+		t.Errorf("get clusters:\n%s", out)
+	}
+	out := c.run("get", "nodes", "--name", name)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "STATE") ||
+		!strings.HasPrefix(lines[1], n.Name+" ") || !strings.Contains(lines[1], n.InstanceID) || !strings.Contains(lines[1], "Ready") {
+		t.Errorf("get nodes:\n%s", out)
+	}
+
+	var rep struct {
+		Node  string `json:"node"`
+		Steps []struct {
+			Step   string `json:"step"`
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		} `json:"steps"`
+	}
+	c.runJSON(false, &rep, "diagnose", "node", "--name", name, n.Name, "-o", "json")
+	if rep.Node != n.Name || len(rep.Steps) < 5 {
+		t.Fatalf("diagnose node -o json = %+v", rep)
+	}
+	for _, s := range rep.Steps {
+		if s.Status != "done" {
+			t.Errorf("diagnose of a Ready node: step %+v", s)
+		}
+	}
+	if last := rep.Steps[len(rep.Steps)-1]; last.Step != "Ready" {
+		t.Errorf("last step %+v, want Ready", last)
+	}
+
+	var added []struct {
+		Name string `json:"name"`
+	}
+	c.runJSON(false, &added, "add", "node", "--name", name, "-o", "json")
+	if len(added) != 1 || added[0].Name == n.Name {
+		t.Errorf("add node -o json = %+v", added)
+	}
+	var nodes []struct{ Name, State string }
+	c.runJSON(false, &nodes, "get", "nodes", "--name", name, "-o", "json")
+	if len(nodes) != 2 || nodes[0].State != "Ready" || nodes[1].State != "Ready" {
+		t.Errorf("get nodes -o json = %+v", nodes)
+	}
+
+	dir := t.TempDir()
+	out = c.run("export", "logs", "--name", name, dir)
+	if !strings.Contains(out, "control-plane/kube-apiserver.log") || !strings.Contains(out, dir) {
+		t.Errorf("export logs:\n%s", out)
+	}
+	c.assertExported(dir, "control-plane/kube-apiserver.log", "control-plane/etcd.log", "control-plane/nodejoin-controller.log",
+		"control-plane/nodejoin.log", n.Name+"/kubelet.log", n.Name+"/instance.json", added[0].Name+"/kubelet.log")
+
+	s := c.readState(name)
+	c.run("down", "--name", name)
+	c.assertGone(name, s)
 }

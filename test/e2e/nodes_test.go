@@ -252,7 +252,7 @@ func TestRealKubeletsJoinWithAWSIdentity(t *testing.T) {
 	}
 
 	// Stolen credentials: the instance's IMDS hands out node 1's role credentials.
-	out = c.runFail("node", "add", "--name", name, "--credentials-of", n1, "--timeout", "90s")
+	out = c.runFail("add", "node", "--name", name, "--credentials-of", n1, "--timeout", "90s")
 	const n3 = "ip-198-18-0-13.local.internal"
 	if !strings.Contains(out, n3) || !strings.Contains(out, "belong to another instance") {
 		t.Errorf("node add with stolen credentials: want a failure naming %s and the reason:\n%s", n3, out)
@@ -263,9 +263,18 @@ func TestRealKubeletsJoinWithAWSIdentity(t *testing.T) {
 			t.Errorf("diagnose of the stolen-credentials node lacks %q:\n%s", want, diag)
 		}
 	}
+	var rep struct {
+		Node  string `json:"node"`
+		Steps []struct{ Step, Status, Reason string }
+	}
+	c.runJSON(true, &rep, "diagnose", "node", "--name", name, n3, "-o", "json")
+	if i := slices.IndexFunc(rep.Steps, func(s struct{ Step, Status, Reason string }) bool { return s.Step == "authenticated" }); rep.Node != n3 || i < 0 ||
+		rep.Steps[i].Status != "failed" || !strings.Contains(rep.Steps[i].Reason, "belong to another instance") {
+		t.Errorf("diagnose -o json of the stolen-credentials node = %+v", rep)
+	}
 
 	// A foreign address: the kubelet asks for a serving certificate with node 1's IP.
-	out = c.runFail("node", "add", "--name", name, "--claim-address", n1, "--timeout", "90s")
+	out = c.runFail("add", "node", "--name", name, "--claim-address", n1, "--timeout", "90s")
 	const n4 = "ip-198-18-0-14.local.internal"
 	if !strings.Contains(out, n4) || !strings.Contains(out, "198.18.0.11") || !strings.Contains(out, "is not an address of instance") {
 		t.Errorf("node add claiming node 1's address: want a failure naming %s and the foreign address:\n%s", n4, out)
@@ -304,11 +313,18 @@ func TestRealKubeletsJoinWithAWSIdentity(t *testing.T) {
 		t.Errorf("no NodeNotInitialized event naming the foreign address: %q", ev)
 	}
 
-	// Another user-data format joins the same cluster.
+	// Another user-data format joins the same cluster (through the old spelling, which
+	// still works and says it is deprecated).
 	out = c.run("node", "add", "--name", name, "--ami-family", "AmazonLinux2")
-	if !strings.Contains(out, "AmazonLinux2 user data") || !strings.Contains(out, "ip-198-18-0-15.local.internal") {
+	if !strings.Contains(out, "AmazonLinux2 user data") || !strings.Contains(out, "ip-198-18-0-15.local.internal") || !strings.Contains(out, "is deprecated") {
 		t.Errorf("node add --ami-family AmazonLinux2:\n%s", out)
 	}
+
+	// Every log of every node, and of the control plane, in one directory.
+	dir := t.TempDir()
+	c.run("export", "logs", "--name", name, dir)
+	c.assertExported(dir, "control-plane/kube-apiserver.log", "control-plane/etcd.log", "control-plane/nodejoin-controller.log",
+		n1+"/nodeadm.log", n1+"/kubelet.log", n1+"/containerd.log", n3+"/kubelet.log")
 
 	c.run("down", "--name", name)
 	c.assertNothingLeft(name, ifaces)

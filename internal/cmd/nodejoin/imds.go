@@ -14,27 +14,38 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
-func imdsCommand() *cobra.Command {
+func serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "imds",
-		Short: "Instance metadata (IMDSv2) emulator",
+		Use:     "serve",
+		Short:   "Serve an emulated cloud endpoint",
+		Example: "  nodejoin serve imds --user-data ./userdata.yaml",
 	}
-	cmd.AddCommand(imdsServeCommand())
+	cmd.AddCommand(serveIMDSCommand("imds"))
 	return cmd
 }
 
-func imdsServeCommand() *cobra.Command {
+// deprecatedIMDSCommand is the old spelling, `nodejoin imds serve`.
+func deprecatedIMDSCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "imds", Short: "Instance metadata (IMDSv2) emulator (deprecated: use `nodejoin serve imds`)", Hidden: true,
+		Example: "  nodejoin serve imds"}
+	cmd.AddCommand(deprecated(serveIMDSCommand("serve"), "serve imds"))
+	return cmd
+}
+
+func serveIMDSCommand(use string) *cobra.Command {
 	var (
 		listen, userDataFile string
 		inst                 localcloud.Instance
 		vpcCIDRs             []string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   use,
 		Short: "Serve one instance's metadata and user data over IMDSv2 until interrupted",
 		Long: "serve answers IMDSv2 requests (token PUT, then GETs with the token header) for one\n" +
 			"instance, so that nodeadm can run against it: point nodeadm at it with\n" +
 			"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://ADDR.",
+		Example: "  nodejoin serve imds --user-data ./userdata.yaml --listen 127.0.0.1:1338 &\n" +
+			"  AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:1338 nodeadm init --skip run",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if userDataFile != "" {

@@ -20,9 +20,14 @@ func TestCommandsFailWithAnActionableMessage(t *testing.T) {
 		want string
 	}{
 		{[]string{"up", "--nodes", "2", "--identity", "kerberos"}, `--identity "kerberos": want aws-iam or bootstrap-token`},
-		{[]string{"up", "--nodes", "2", "--ami-family", "Windows"}, `--ami-family: AMI family "Windows": want one of AmazonLinux2023, AmazonLinux2, Bottlerocket`},
+		{[]string{"up", "--nodes", "2", "--ami-family", "Windows"}, `--ami-family "Windows": want one of AmazonLinux2023, AmazonLinux2, Bottlerocket`},
 		{[]string{"up", "--nodes", "2", "--kubelet", "vm"}, `--kubelet "vm": want real or sim`},
-		{[]string{"up", "--nodes", "-1"}, "--nodes -1: want 0 or more"},
+		{[]string{"up", "--nodes", "-1"}, `--nodes "-1": want 0 or more`},
+		{[]string{"up", "-o", "xml"}, `--output "xml": want text, json or yaml`},
+		{[]string{"get", "nodes", "--name", "absent"}, "no cluster named absent"},
+		{[]string{"add", "node", "--name", "absent"}, "start one with `nodejoin up --name absent`"},
+		{[]string{"diagnose", "node", "--name", "absent", "n1"}, "no cluster named absent"},
+		{[]string{"export", "logs", "--name", "absent", "/tmp/x"}, "no cluster named absent"},
 		{[]string{"up", "--name", "../etc"}, `cluster name "../etc" is not a plain name`},
 		{[]string{"up", "--name", "Bad_Name", "--network", "loopback", "--bin-dir", "/nonexistent"}, `cluster name "Bad_Name"`},
 		{[]string{"up", "--network", "carrier-pigeon", "--bin-dir", "/nonexistent"}, `network "carrier-pigeon"`},

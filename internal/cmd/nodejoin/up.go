@@ -11,26 +11,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
 type upOptions struct {
 	name     string
-	nodes    nodeOptions
+	nodes    sandbox.NodeOptions
 	detach   bool
 	network  string
 	nodeCIDR string
 	apiPort  int
 	binDir   string
+	output   string
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
@@ -45,17 +44,25 @@ func upCommand() *cobra.Command {
 			"nodejoin-controller, launches --nodes local instances whose kubelets join it, shows each\n" +
 			"node's join step by step, and prints a summary and the admin kubeconfig's path. Without\n" +
 			"--detach it runs until Ctrl-C and then removes the cluster; with --detach it returns once\n" +
-			"every node is Ready and leaves the cluster running until `nodejoin down`.",
+			"every node is Ready and leaves the cluster running until `nodejoin down`.\n\n" +
+			"With -o json or -o yaml the summary is one object (name, kubeconfig, nodes with their\n" +
+			"instance ID, address, kubelet and seconds to Ready) and progress goes to stderr.",
+		Example: "  # a cluster with three real kubelets (as root), until Ctrl-C\n" +
+			"  sudo nodejoin up --nodes 3\n\n" +
+			"  # fifty simulated kubelets in the background, the summary as JSON\n" +
+			"  nodejoin up --name demo --nodes 50 --kubelet sim --detach -o json\n\n" +
+			"  # nodes that authenticate with a bootstrap token and read bootstrap.sh user data\n" +
+			"  sudo nodejoin up --nodes 1 --identity bootstrap-token --ami-family AmazonLinux2",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd)
+			return flagError(o.run(cmd))
 		},
 	}
 	f := cmd.Flags()
 	nameFlag(cmd, &o.name)
 	f.IntVar(&o.nodes.Count, "nodes", 0, "number of worker nodes (local instances) to launch")
-	f.StringVar(&o.nodes.InstanceType, "instance-type", "m5.large", "EC2 instance type the instances report (sets max pods and reserved resources)")
-	f.StringVar(&o.nodes.AMIFamily, "ami-family", string(instance.AmazonLinux2023), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar(&o.nodes.InstanceType, "instance-type", sandbox.DefaultInstanceType, "EC2 instance type the instances report (sets max pods and reserved resources)")
+	f.StringVar(&o.nodes.AMIFamily, "ami-family", sandbox.DefaultAMIFamily, "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
 	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
 	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
@@ -64,192 +71,125 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default: beside this binary, or the source tree's bin/)")
+	outputFlag(cmd, &o.output)
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
 	_ = f.MarkHidden("internal-ready-fd")
 	return cmd
 }
 
-func (o *upOptions) clusterOptions(dir string, progress io.Writer) (controlplane.Options, error) {
+func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) (sandbox.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
-		return controlplane.Options{}, fmt.Errorf("--node-cidr %q: %w", o.nodeCIDR, err)
+		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/24: %w", o.nodeCIDR, err)
 	}
-	return controlplane.Options{
+	return sandbox.Options{
 		Name:     o.name,
-		StateDir: dir,
 		BinDir:   o.binDir,
 		Network:  controlplane.Network(o.network),
 		NodeCIDR: cidr,
 		APIPort:  o.apiPort,
+		Nodes:    o.nodes,
+		Control:  true,
 		Progress: progress,
-		// nodejoin-controller, run by this process, authenticates node tokens.
-		TokenWebhook: true,
+		Log:      log,
 	}, nil
 }
 
 func (o *upOptions) run(cmd *cobra.Command) error {
-	if err := o.nodes.validate(); err != nil {
+	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	dir, err := stateDir(o.name)
+	opts, err := o.sandboxOptions(nil, nil)
 	if err != nil {
 		return err
 	}
 	// Checked here too, before --detach starts a background process for nothing.
-	if err := controlplane.EnsureNoCluster(dir); err != nil {
+	if err := sandbox.Check(opts); err != nil {
 		return err
 	}
-	if o.detach {
-		return o.startDetached(cmd, dir)
+	switch {
+	case o.detach:
+		return o.startDetached(cmd)
+	case o.readyFD != 0:
+		return o.runDetachedChild(cmd.Context())
 	}
-	if o.readyFD != 0 {
-		return o.runDetachedChild(cmd.Context(), dir)
-	}
-	return o.runForeground(cmd, dir)
+	return o.runForeground(cmd)
 }
 
-func (o *upOptions) runForeground(cmd *cobra.Command, dir string) error {
+// printSummary prints the started cluster in the -o format.
+func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool) error {
+	if o.output != outputText {
+		return printStructured(w, o.output, c)
+	}
+	printUpText(w, c, detached)
+	return nil
+}
+
+// openLog opens the log of the process that runs the cluster name.
+func openLog(name string) (*os.File, error) {
+	dir, err := sandbox.StateDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory: %w", err)
+	}
+	path := filepath.Join(dir, "logs", "nodejoin.log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (o *upOptions) runForeground(cmd *cobra.Command) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	opts, err := o.clusterOptions(dir, stderr)
+	log := slog.New(slog.DiscardHandler)
+	if logf, err := openLog(o.name); err == nil {
+		defer func() { _ = logf.Close() }()
+		log = slog.New(slog.NewTextHandler(logf, nil))
+	}
+	opts, err := o.sandboxOptions(progressTo(stderr), log)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
 	ctx := cmd.Context()
-	log := slog.New(slog.DiscardHandler)
-	if logf, err := openLog(dir); err == nil {
-		defer func() { _ = logf.Close() }()
-		log = slog.New(slog.NewTextHandler(logf, nil))
-	}
-	opts.Log = log
-	sess, err := startAll(ctx, opts, o.nodes, log)
+	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
-		return o.startFailed(ctx, dir, err)
+		return err
 	}
-	c, cp := sess.c, sess.cp
-	if err := sess.serveControl(ctx, o.nodes, o.binDir, log); err != nil {
-		fmt.Fprintf(stderr, "warning: `nodejoin node add` will not reach this cluster: %v\n", err)
+	if err := o.printSummary(stdout, sb.Info(), false); err != nil {
+		return err
 	}
-	printSummary(stdout, sess.summary)
-	printReady(stdout, c, false)
 	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
 	var runErr error
 	select {
 	case <-ctx.Done():
 		fmt.Fprintf(stderr, "Stopping cluster %s\n", o.name)
-	case runErr = <-c.Failed():
-		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
-	case <-cp.Finished():
-		runErr = cp.Err()
+	case <-sb.Failed():
+		runErr = sb.Err()
 		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
 	}
-	return errors.Join(runErr, teardown(sess))
-}
-
-// session is what the process that runs a cluster runs: the control plane, the
-// controller and the local instances.
-type session struct {
-	c       *controlplane.Cluster
-	cp      *controlPlane
-	summary []nodeSummary
-
-	mu sync.Mutex
-	w  *workers // nil until nodes are launched
-}
-
-// openLog opens the log of the process that runs the cluster.
-func openLog(dir string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return nil, err
+	stopCtx := context.WithoutCancel(ctx)
+	if err := sb.Stop(stopCtx); err != nil {
+		return errors.Join(runErr, err)
 	}
-	return os.OpenFile(filepath.Join(dir, "logs", "nodejoin.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-}
-
-// startAll starts the control plane, then nodejoin-controller in this process, then
-// the nodes, and waits until they are Ready. On failure it stops what it started.
-func startAll(ctx context.Context, opts controlplane.Options, nodes nodeOptions, log *slog.Logger) (*session, error) {
-	c, err := controlplane.Start(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	s := &session{c: c}
-	if s.cp, err = startControlPlane(ctx, c, opts.Progress); err != nil {
-		return nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
-	}
-	if nodes.Count == 0 {
-		return s, nil
-	}
-	fail := func(err error) (*session, error) {
-		return nil, errors.Join(err, stopAll(s))
-	}
-	if s.w, err = startWorkers(ctx, c, s.cp, nodes, opts.BinDir, opts.Progress, log); err != nil {
-		return fail(err)
-	}
-	client, err := kubernetes.NewForConfig(c.RESTConfig())
-	if err != nil {
-		return fail(err)
-	}
-	if s.summary, err = s.w.run(ctx, client, nodes, s.cp, c.StateDir(), opts.Progress); err != nil {
-		return fail(err)
-	}
-	return s, nil
-}
-
-// stopAll stops what startAll started: the nodes first, then the controller and the
-// control plane.
-func stopAll(s *session) error {
-	ctx := context.Background()
-	s.mu.Lock()
-	w := s.w
-	s.mu.Unlock()
-	return errors.Join(w.stop(ctx), s.cp.Stop(), s.c.Stop(ctx))
-}
-
-// teardown stops a cluster this process runs and removes its state directory.
-func teardown(s *session) error {
-	if err := stopAll(s); err != nil {
-		return err
-	}
-	return destroyCluster(context.Background(), s.c.StateDir(), s.c.Name())
-}
-
-// startFailed removes what a failed start left, but keeps the logs' content in the error.
-func (o *upOptions) startFailed(ctx context.Context, dir string, err error) error {
-	if rmErr := destroyCluster(context.WithoutCancel(ctx), dir, o.name); rmErr != nil {
-		err = errors.Join(err, rmErr)
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("cluster %s: start interrupted", o.name)
-	}
-	return fmt.Errorf("starting cluster %s: %w", o.name, err)
-}
-
-func printReady(w io.Writer, c *controlplane.Cluster, detached bool) {
-	fmt.Fprintf(w, "Cluster %s is ready.\n", c.Name())
-	fmt.Fprintf(w, "  API server:  %s\n", c.Endpoint())
-	fmt.Fprintf(w, "  kubeconfig:  %s\n", c.KubeconfigPath())
-	fmt.Fprintf(w, "  logs:        %s\n", filepath.Join(c.StateDir(), "logs"))
-	fmt.Fprintf(w, "Try: kubectl --kubeconfig %s get --raw /readyz\n", c.KubeconfigPath())
-	if detached {
-		fmt.Fprintf(w, "Stop it with: nodejoin down --name %s\n", c.Name())
-	}
+	_, err = sandbox.Delete(stopCtx, o.name)
+	return errors.Join(runErr, err)
 }
 
 // startDetached starts `nodejoin up` again as a background process in a session of its
-// own, relays its progress, and returns once it reports the cluster ready. Interrupting
-// this process before then stops the background one too.
-func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
+// own, relays its progress to stderr, and returns once it reports the cluster ready.
+// Interrupting this process before then stops the background one too.
+func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this executable to run in the background: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return fmt.Errorf("creating state directory: %w", err)
-	}
-	logPath := filepath.Join(dir, "logs", "nodejoin.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := openLog(o.name)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", logPath, err)
+		return err
 	}
 	defer func() { _ = logf.Close() }()
 	r, w, err := os.Pipe()
@@ -260,7 +200,7 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 
 	args := []string{"up", "--internal-ready-fd=3"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "detach" && f.Name != "internal-ready-fd" {
+		if f.Name != "detach" && f.Name != "internal-ready-fd" && f.Name != "output" {
 			args = append(args, "--"+f.Name+"="+f.Value.String())
 		}
 	})
@@ -305,18 +245,14 @@ func (o *upOptions) startDetached(cmd *cobra.Command, dir string) error {
 		case err := <-exited:
 			return fmt.Errorf("cluster %s did not start (%w); see the messages above", o.name, err)
 		default:
-			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logPath)
+			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logf.Name())
 		}
 	}
-	s, err := controlplane.ReadState(dir)
+	c, err := sandbox.Get(o.name)
 	if err != nil {
 		return err
 	}
-	printSummary(cmd.OutOrStdout(), readSummary(dir))
-	fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s is ready and runs in the background (pid %d).\n", o.name, s.Owner.PID)
-	fmt.Fprintf(cmd.OutOrStdout(), "  API server:  %s\n  kubeconfig:  %s\n  logs:        %s\n", s.Endpoint, s.Kubeconfig, filepath.Join(dir, "logs"))
-	fmt.Fprintf(cmd.OutOrStdout(), "Stop it with: nodejoin down --name %s\n", o.name)
-	return nil
+	return o.printSummary(cmd.OutOrStdout(), c, true)
 }
 
 // readyMarker is the last line the background process sends before closing the pipe.
@@ -325,7 +261,7 @@ const readyMarker = "nodejoin: cluster ready"
 // runDetachedChild is the background process of `up --detach`: it runs the cluster,
 // reports progress on the ready descriptor, closes it once ready, and keeps the cluster
 // running until SIGTERM (sent by `nodejoin down`).
-func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
+func (o *upOptions) runDetachedChild(ctx context.Context) error {
 	// The daemons this process starts must not inherit the pipe, or the waiting parent
 	// would never see it close.
 	syscall.CloseOnExec(o.readyFD)
@@ -334,40 +270,29 @@ func (o *upOptions) runDetachedChild(ctx context.Context, dir string) error {
 		return fmt.Errorf("--internal-ready-fd %d is not open", o.readyFD)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := o.clusterOptions(dir, io.MultiWriter(ready, os.Stderr))
+	opts, err := o.sandboxOptions(progressTo(io.MultiWriter(ready, os.Stderr)), log)
 	if err != nil {
 		_ = ready.Close()
 		return err
 	}
-	opts.Log = log
-	sess, err := startAll(ctx, opts, o.nodes, log)
+	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
-		err = o.startFailed(ctx, dir, err)
-		fmt.Fprintf(ready, "error: %v\n", err)
+		fmt.Fprintf(ready, "error: %v\n", flagError(err))
 		_ = ready.Close()
 		return err
-	}
-	c, cp := sess.c, sess.cp
-	if err := sess.serveControl(ctx, o.nodes, o.binDir, log); err != nil {
-		fmt.Fprintf(ready, "warning: `nodejoin node add` will not reach this cluster: %v\n", err)
 	}
 	fmt.Fprintln(ready, readyMarker)
 	_ = ready.Close()
-	log.Info("cluster ready", "name", o.name, "endpoint", c.Endpoint())
+	log.Info("cluster ready", "name", o.name, "endpoint", sb.Info().Endpoint)
 	var runErr error
 	select {
 	case <-ctx.Done():
 		log.Info("stopping cluster", "name", o.name)
-	case runErr = <-c.Failed():
+	case <-sb.Failed():
+		runErr = sb.Err()
 		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
-	case <-cp.Finished():
-		runErr = cp.Err()
-		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
-	}
-	if err := stopAll(sess); err != nil {
-		runErr = errors.Join(runErr, err)
 	}
 	// `nodejoin down` removes the state directory once this process has exited; on a
 	// failure the directory stays for its logs until then.
-	return runErr
+	return errors.Join(runErr, sb.Stop(context.WithoutCancel(ctx)))
 }

@@ -134,11 +134,20 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 func (c *Cluster) step(what string, fn func() error) error {
 	start := time.Now()
 	fmt.Fprintf(c.opts.Progress, " • %s\n", what)
+	if c.opts.OnStep != nil {
+		c.opts.OnStep(what, StepStarted, 0)
+	}
 	if err := fn(); err != nil {
 		fmt.Fprintf(c.opts.Progress, " ✗ %s failed after %s\n", what, since(start))
+		if c.opts.OnStep != nil {
+			c.opts.OnStep(what, StepFailed, time.Since(start))
+		}
 		return err
 	}
 	fmt.Fprintf(c.opts.Progress, " ✓ %s (%s)\n", what, since(start))
+	if c.opts.OnStep != nil {
+		c.opts.OnStep(what, StepDone, time.Since(start))
+	}
 	return nil
 }
 

@@ -1,4 +1,4 @@
-// Package localcluster runs a real Kubernetes control plane — etcd and kube-apiserver —
+// Package controlplane runs a real Kubernetes control plane — etcd and kube-apiserver —
 // as child processes on one machine, with a freshly generated PKI.
 //
 // As root the control plane lives in a network namespace of its own (the cluster
@@ -26,6 +26,16 @@ const (
 	NetworkNamespace Network = "namespace"
 	// NetworkLoopback runs the control plane on the host's loopback interface.
 	NetworkLoopback Network = "loopback"
+)
+
+// StepPhase is where a step of Start is.
+type StepPhase string
+
+// The phases OnStep reports.
+const (
+	StepStarted StepPhase = "started"
+	StepDone    StepPhase = "done"
+	StepFailed  StepPhase = "failed"
 )
 
 // Defaults.
@@ -84,6 +94,8 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Progress receives one line per step as the cluster starts; nil discards them.
 	Progress io.Writer
+	// OnStep, when set, is called as each step starts and ends.
+	OnStep func(step string, phase StepPhase, elapsed time.Duration)
 	// Log receives structured diagnostics; nil discards them.
 	Log *slog.Logger
 }

@@ -1,7 +1,6 @@
 package instance
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,70 +13,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 )
 
-// mountinfo is one line of /proc/self/mountinfo: where a file system is mounted and
-// its type.
-type mountinfo struct {
-	Point  string
-	FSType string
-}
-
-func readMountinfo() ([]mountinfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	var out []mountinfo
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		out = append(out, mountinfo{Point: unescapeMount(fields[4]), FSType: fields[sep+1]})
-	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	ms, err := readMountinfo()
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Clean(dir)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the mount table: %w", err)
 	}
-	dir = filepath.Clean(dir)
-	var out []string
+	out := make([]string, 0, len(ms))
 	for _, m := range ms {
-		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
-			out = append(out, m.Point)
-		}
+		out = append(out, m.Mountpoint)
 	}
 	// Later mounts sit on earlier ones: undo them in reverse order.
 	slices.Reverse(out)
@@ -103,15 +53,13 @@ func unmountAll(dir string) error {
 // cgroupMounts lists the mount points of the host's cgroup hierarchies (v1 controllers
 // and the unified v2 one).
 func cgroupMounts() ([]string, error) {
-	ms, err := readMountinfo()
+	ms, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the mount table: %w", err)
 	}
-	var out []string
+	out := make([]string, 0, len(ms))
 	for _, m := range ms {
-		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
-			out = append(out, m.Point)
-		}
+		out = append(out, m.Mountpoint)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-// Package local is the local instance provider: it launches what an EC2 instance is on
+// Package instance is the local instance provider: it launches what an EC2 instance is on
 // AWS, built from local parts. A local instance has its own network namespace, joined
 // by a veth pair to the bridge in the cluster's namespace; its own root directory; its
 // own instance metadata endpoint (IMDSv2 at 169.254.169.254 inside its namespace),

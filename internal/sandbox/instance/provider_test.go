@@ -2,6 +2,7 @@ package instance
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,11 +54,17 @@ func TestVethNamesFitAnInterfaceName(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/var/lib/my\040dir`); got != "/var/lib/my dir" {
-		t.Errorf("got %q", got)
+func TestMountsUnderListsTheMountTable(t *testing.T) {
+	points, err := mountsUnder("/proc")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := unescapeMount(`/plain`); got != "/plain" {
-		t.Errorf("got %q", got)
+	if !slices.Contains(points, "/proc") {
+		t.Errorf("mounts under /proc = %q, want /proc among them", points)
+	}
+	for _, p := range points {
+		if p != "/proc" && !strings.HasPrefix(p, "/proc/") {
+			t.Errorf("mount %q is not under /proc", p)
+		}
 	}
 }

@@ -19,7 +19,7 @@ var benchNodes = flag.Int("kubeletsim.nodes", 50, "how many simulated nodes Benc
 // Metrics: s/all-joined (start to the last node joined), s/all-ready (to the last node
 // Ready, before its serving certificate), s/median-joined (a node's own join time).
 func BenchmarkJoin(b *testing.B) {
-	cp := startControlPlane(b, nil, nil)
+	cp := startControlPlane(b)
 	token, err := bootstraptoken.Mint(b.Context(), cp.env.Client, "workers", time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)

@@ -1,8 +1,6 @@
 package kubeletsim
 
 import (
-	"context"
-	"crypto/tls"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -10,17 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/nodejoin/nodejoin/internal/authn"
-	"github.com/nodejoin/nodejoin/internal/inventory"
-	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
@@ -36,18 +31,23 @@ func TestJoinWithExecCredentials(t *testing.T) {
 	const account = "111122223333"
 	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhook = true })
 	ctx := t.Context()
-	cloudCtx, stopCloud := context.WithCancel(context.Background())
-	var cloudLogs testenv.SyncBuffer
-	cloud, err := localcloud.StartCloud(cloudCtx, account, env.Cluster.CA(), slog.New(slog.NewTextHandler(&cloudLogs, nil)))
+	// nodejoin-controller and the local cloud, as the sandbox runs them.
+	var logs testenv.SyncBuffer
+	ctl, err := controller.Start(ctx, controller.Config{Cluster: env.Cluster, AccountID: account, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		stopCloud()
-		if err := cloud.Wait(); err != nil {
-			t.Errorf("local cloud: %v", err)
+		if err := ctl.Stop(); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller log:\n%s", logs.String())
 		}
 	})
+	cloud := ctl.Cloud()
+	clusterName := env.Cluster.Name()
+	cp := &controlPlane{env: env, logs: &logs, caPEM: env.Cluster.CA().CertPEM()}
 	if _, err := env.Client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "aws-auth", Namespace: metav1.NamespaceSystem},
 		Data: map[string]string{"mapRoles": "- rolearn: arn:aws:iam::" + account + ":role/workers\n" +
@@ -80,29 +80,12 @@ func TestJoinWithExecCredentials(t *testing.T) {
 		}
 		return inst, &clientcmdapi.ExecConfig{
 			APIVersion: "client.authentication.k8s.io/v1beta1", Command: self,
-			Args: []string{"get-token", "--cluster-name", "demo", "--region", "us-west-2"},
+			Args: []string{"get-token", "--cluster-name", clusterName, "--region", "us-west-2"},
 			Env:  env, InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 		}
 	}
 	worker, workerExec := launch("i-0aaaaaaaaaaaaaaaa", "198.18.0.21", "workers")
 	stray, strayExec := launch("i-0bbbbbbbbbbbbbbbb", "198.18.0.22", "batch")
-
-	ec2 := inventory.NewEC2(cloud.ControllerConfig("us-west-2"), inventory.EC2Options{EC2Endpoint: cloud.EC2URL, IAMEndpoint: cloud.IAMURL, CacheTTL: time.Second})
-	p := env.Cluster.PKI()
-	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wl, err := env.Cluster.ListenTokenWebhook()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := startControlPlane(t, env, func(c *manager.Config) {
-		c.Nodes, c.Instances = ec2, ec2
-		c.WebhookListener = wl
-		c.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		c.Verifier = &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()}
-	})
 
 	s := newSims(t)
 	start := func(inst localcloud.Instance, exec *clientcmdapi.ExecConfig) *Kubelet {
@@ -139,7 +122,7 @@ func TestJoinWithExecCredentials(t *testing.T) {
 	if _, err := env.Client.CoreV1().Nodes().Get(ctx, stray.PrivateDNSName, metav1.GetOptions{}); err == nil {
 		t.Error("the unmapped node registered")
 	}
-	for _, l := range []string{s.logs.String(), cp.logs.String(), cloudLogs.String()} {
+	for _, l := range []string{s.logs.String(), cp.logs.String()} {
 		if strings.Contains(l, "k8s-aws-v1.") {
 			t.Error("a token reached a log")
 		}

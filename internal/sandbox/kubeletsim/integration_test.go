@@ -88,14 +88,11 @@ type controlPlane struct {
 	caPEM     []byte
 }
 
-// startControlPlane starts the API server (unless env is given) and the manager: RBAC
-// installed, CSRs approved against the file inventory and signed by the cluster CA;
-// extra changes the manager's configuration.
-func startControlPlane(t testing.TB, env *testenv.Env, extra func(*manager.Config)) *controlPlane {
+// startControlPlane starts the API server and the manager: RBAC installed, CSRs
+// approved against the file inventory and signed by the cluster CA.
+func startControlPlane(t testing.TB) *controlPlane {
 	t.Helper()
-	if env == nil {
-		env = testenv.Start(t)
-	}
+	env := testenv.Start(t)
 	cp := &controlPlane{env: env, inventory: filepath.Join(t.TempDir(), "inventory.json"), logs: &testenv.SyncBuffer{}, caPEM: env.Cluster.CA().CertPEM()}
 	writeInventory(t, cp.inventory)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,9 +105,6 @@ func startControlPlane(t testing.TB, env *testenv.Env, extra func(*manager.Confi
 		InstallRBAC:          true,
 		TokenCleanupInterval: -1,
 		OnStarted:            func() { close(started) },
-	}
-	if extra != nil {
-		extra(&cfg)
 	}
 	done := make(chan error, 1)
 	go func() { done <- manager.Run(ctx, cfg) }()
@@ -262,7 +256,7 @@ func csrsOf(t testing.TB, client kubernetes.Interface, node, signer string) []ce
 // Three nodes join with a node group's bootstrap token, as kubelets do with TLS
 // bootstrapping, against the real kube-apiserver and nodejoin's approver and signer.
 func TestJoinWithBootstrapTokens(t *testing.T) {
-	cp := startControlPlane(t, nil, nil)
+	cp := startControlPlane(t)
 	admin := cp.env.Client
 	ctx := t.Context()
 	nodes := []instance{simNode(1), simNode(2), simNode(3)}
@@ -421,7 +415,7 @@ func TestJoinWithBootstrapTokens(t *testing.T) {
 // CSR is denied; its status says why, and it keeps running and asking, as a kubelet
 // does. A denied bootstrap CSR ends the node with the reason.
 func TestDeniedCSRs(t *testing.T) {
-	cp := startControlPlane(t, nil, nil)
+	cp := startControlPlane(t)
 	ctx := t.Context()
 	honest := simNode(1)
 	impostor := simNode(2)
@@ -480,7 +474,7 @@ func TestDeniedCSRs(t *testing.T) {
 // Pods bound to a node run; deleting or evicting one is confirmed by the node; a
 // disruption budget that allows no disruption keeps a pod.
 func TestPodLifecycle(t *testing.T) {
-	cp := startControlPlane(t, nil, nil)
+	cp := startControlPlane(t)
 	admin := cp.env.Client
 	ctx := t.Context()
 	in := simNode(1)
@@ -596,7 +590,7 @@ func TestPodLifecycle(t *testing.T) {
 // certificate), the node keeps working with the new one, and the serving certificate
 // is replaced by a fresh CSR.
 func TestCertificateRotation(t *testing.T) {
-	cp := startControlPlane(t, nil, nil)
+	cp := startControlPlane(t)
 	admin := cp.env.Client
 	ctx := t.Context()
 	in := simNode(1)
@@ -675,7 +669,7 @@ func mustAddr(t testing.TB, s string) netip.Addr {
 // over: same object, its labels merged in, a new boot ID, heartbeats and Lease renewals
 // from the new process; its pods keep running with their addresses.
 func TestRestartTakesOverTheNode(t *testing.T) {
-	cp := startControlPlane(t, nil, nil)
+	cp := startControlPlane(t)
 	admin := cp.env.Client
 	ctx := t.Context()
 	in := simNode(1)

@@ -1,4 +1,4 @@
-package nodejoin
+package sandbox
 
 import (
 	"context"

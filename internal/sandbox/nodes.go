@@ -1,18 +1,15 @@
-package nodejoin
+package sandbox
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,39 +21,16 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
-// nodeOptions are up's flags about worker nodes.
-type nodeOptions struct {
-	Count        int           `json:"count"`
-	InstanceType string        `json:"instanceType"`
-	AMIFamily    string        `json:"amiFamily"`
-	Identity     string        `json:"identity"`
-	Kubelet      string        `json:"kubelet"`
-	Timeout      time.Duration `json:"timeout"`
-	// For `nodejoin node add`: flags for the kubelets, another node whose credentials
-	// the new instances present, and an address they claim.
-	KubeletFlags  []string `json:"kubeletFlags,omitempty"`
-	CredentialsOf string   `json:"credentialsOf,omitempty"`
-	ClaimAddress  string   `json:"claimAddress,omitempty"`
-}
-
-// nodesFile records, in the state directory, the nodes `up` launched and how long each
-// took to become Ready, for the summary that `up --detach` prints.
+// nodesFile records, in the state directory, the nodes launched and how long each took
+// to become Ready.
 const nodesFile = "nodes.json"
-
-// nodeSummary is one row of the summary.
-type nodeSummary struct {
-	Node       string        `json:"node"`
-	Instance   string        `json:"instance"`
-	IP         string        `json:"ip"`
-	Kubelet    string        `json:"kubelet"`
-	ReadyAfter time.Duration `json:"readyAfter"`
-}
 
 // nodeRole is the instance role of a cluster's local instances.
 func nodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
@@ -64,6 +38,8 @@ func nodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
 // workers are a cluster's local instances, run by the process that runs the cluster.
 type workers struct {
 	prov      *instance.Provider
+	client    kubernetes.Interface
+	ctl       *controller.Controller
 	kubelet   instance.KubeletKind
 	identity  instance.Identity
 	token     string // bootstrap-token mode; a secret
@@ -78,7 +54,7 @@ func resolveKubelet(asked string, network controlplane.Network) (instance.Kubele
 		return instance.KubeletSim, "", nil
 	case "real", "":
 	default:
-		return "", "", fmt.Errorf("--kubelet %q: want real or sim", asked)
+		return "", "", &OptionError{"kubelet", asked, "want real or sim"}
 	}
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -121,22 +97,20 @@ func nodeadmPath() (string, error) {
 
 // startWorkers prepares the control plane for nodes (their access entry or bootstrap
 // token) and the provider that launches them.
-func startWorkers(ctx context.Context, c *controlplane.Cluster, cp *controlPlane, o nodeOptions, binDir string, progress io.Writer, log *slog.Logger) (*workers, error) {
+func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter) (*workers, error) {
+	c := s.cluster
 	kind, why, err := resolveKubelet(o.Kubelet, c.Options().Network)
 	if err != nil {
 		return nil, err
 	}
 	if why != "" {
-		fmt.Fprintf(progress, " • %s\n", why)
-	}
-	identity := instance.Identity(o.Identity)
-	if identity != instance.IdentityAWSIAM && identity != instance.IdentityBootstrapToken {
-		return nil, fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
+		rep.note(why)
 	}
 	nodeadm, err := nodeadmPath()
 	if err != nil {
 		return nil, err
 	}
+	binDir := s.opts.BinDir
 	if binDir == "" {
 		binDir = toolbin.Dir()
 	}
@@ -163,31 +137,32 @@ func startWorkers(ctx context.Context, c *controlplane.Cluster, cp *controlPlane
 		Bridge:       controlplane.BridgeName,
 		NodeCIDR:     opts.NodeCIDR,
 		Gateway:      opts.BridgeAddr(),
-		Cloud:        cp.Cloud,
-		Zone:         localRegion + "a",
+		Cloud:        s.controller.Cloud(),
+		Zone:         controller.DefaultRegion + "a",
 		NodeadmPath:  nodeadm, KubeletPath: kubeletPath, ContainerdPath: containerdPath,
-		Log: log,
+		Log: s.log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	w := &workers{prov: prov, kubelet: kind, identity: identity, simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim")}
 	client, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return nil, err
 	}
-	switch identity {
+	w := &workers{prov: prov, client: client, ctl: s.controller, kubelet: kind, identity: instance.Identity(o.Identity),
+		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim")}
+	switch w.identity {
 	case instance.IdentityAWSIAM:
 		dyn, err := dynamic.NewForConfig(c.RESTConfig())
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = ensureAccessEntry(ctx, dyn, c.Name(), prov.RoleARN(nodeRole(c.Name())))
 		}
-		if err := ensureAccessEntry(ctx, dyn, c.Name(), prov.RoleARN(nodeRole(c.Name()))); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, errors.Join(err, prov.Close(ctx))
 		}
 	case instance.IdentityBootstrapToken:
 		if w.token, err = bootstraptoken.Mint(ctx, client, "local", 24*time.Hour, time.Now()); err != nil {
-			return nil, fmt.Errorf("minting a bootstrap token: %w", err)
+			return nil, errors.Join(fmt.Errorf("minting a bootstrap token: %w", err), prov.Close(ctx))
 		}
 	}
 	return w, nil
@@ -209,8 +184,8 @@ func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, cluster, role
 	return nil
 }
 
-// launched is one instance `up` launches and when. inst is set once it started, inited
-// once nodeadm (or the simulated kubelet) is done; err and step say what failed.
+// launched is one instance being launched. inst is set once it started, inited once
+// nodeadm (or the simulated kubelet) is done; err and step say what failed.
 type launched struct {
 	start time.Time
 
@@ -221,17 +196,25 @@ type launched struct {
 	step   joinstatus.Step
 }
 
-func (l *launched) state() (*instance.Instance, bool, error) {
+// launchState is a launched instance's state at one moment.
+type launchState struct {
+	inst   *instance.Instance
+	inited bool
+	err    error
+	step   joinstatus.Step
+}
+
+func (l *launched) state() launchState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inst, l.inited, l.err
+	return launchState{l.inst, l.inited, l.err, l.step}
 }
 
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
-func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
+func (w *workers) launch(ctx context.Context, o NodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
 	family, _ := instance.ParseAMIFamily(o.AMIFamily)
-	out := make([]*launched, n)
+	out := make([]*launched, o.Count)
 	for i := range out {
 		out[i] = &launched{}
 	}
@@ -241,13 +224,12 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i := range n {
+	for _, l := range out {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			l := out[i]
 			l.mu.Lock()
 			l.start = time.Now()
 			l.mu.Unlock()
@@ -281,13 +263,11 @@ func (w *workers) launch(ctx context.Context, n int, o nodeOptions, report func(
 
 // waitReady follows the launched nodes' joins through the API until all are Ready,
 // one fails, or the timeout passes, reporting each step once.
-func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls []*launched, authenticated func(user string) bool,
-	timeout time.Duration, pr *progressPrinter) ([]nodeSummary, error) {
+func (w *workers) waitReady(ctx context.Context, ls []*launched, timeout time.Duration, pr *joinProgress) ([]Node, error) {
 	tr := joinstatus.NewTracker()
 	deadline := time.Now().Add(timeout)
-	bootstrap := w.identity == instance.IdentityBootstrapToken
 	for {
-		snap, err := joinstatus.Take(ctx, client)
+		snap, err := joinstatus.Take(ctx, w.client)
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +275,7 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 		allReady := true
 		var failures []string
 		for _, l := range ls {
-			ready, failure, err := w.observe(l, snap, tr, now, bootstrap, authenticated, pr)
+			ready, failure, err := w.observe(l, snap, tr, now, pr)
 			if err != nil {
 				return nil, err
 			}
@@ -309,15 +289,16 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 			return nil, errors.New(strings.Join(failures, "\n"))
 		}
 		if allReady {
-			var sum []nodeSummary
+			var nodes []Node
 			for _, l := range ls {
 				at, _ := tr.At(l.inst.NodeName, joinstatus.StepReady)
-				sum = append(sum, nodeSummary{Node: l.inst.NodeName, Instance: l.inst.ID, IP: l.inst.IP, Kubelet: string(l.inst.Kubelet), ReadyAfter: at.Sub(l.start)})
+				nodes = append(nodes, Node{Name: l.inst.NodeName, InstanceID: l.inst.ID, IP: l.inst.IP, Kubelet: string(l.inst.Kubelet),
+					ReadySeconds: at.Sub(l.start).Round(100 * time.Millisecond).Seconds()})
 			}
-			return sum, nil
+			return nodes, nil
 		}
 		if now.After(deadline) {
-			return nil, w.notReady(snap, ls, bootstrap, authenticated, timeout)
+			return nil, w.notReady(snap, ls, timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -327,22 +308,21 @@ func (w *workers) waitReady(ctx context.Context, client kubernetes.Interface, ls
 	}
 }
 
+func (w *workers) bootstrap() bool { return w.identity == instance.IdentityBootstrapToken }
+
 // observe reports one launched node's progress from a snapshot: whether every step is
 // done, or a failure; err ends the wait (a simulated kubelet stopped).
-func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus.Tracker, now time.Time, bootstrap bool,
-	authenticated func(string) bool, pr *progressPrinter) (ready bool, failure string, err error) {
-	inst, inited, lerr := l.state()
-	if lerr != nil {
+func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus.Tracker, now time.Time, pr *joinProgress) (ready bool, failure string, err error) {
+	ls := l.state()
+	inst := ls.inst
+	if ls.err != nil {
 		name := "an instance"
 		if inst != nil {
 			name = "node " + inst.NodeName
 		}
-		l.mu.Lock()
-		step := l.step
-		l.mu.Unlock()
-		return false, fmt.Sprintf("%s: %s failed: %v", name, step, lerr), nil
+		return false, fmt.Sprintf("%s: %s failed: %v", name, ls.step, ls.err), nil
 	}
-	if !inited {
+	if !ls.inited {
 		return false, "", nil
 	}
 	if ch := inst.SimDone(); ch != nil {
@@ -362,7 +342,7 @@ func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus
 	}
 	ready = true
 	var failures []string
-	for _, st := range snap.NodeSteps(name, bootstrap, authenticated("system:node:"+name)) {
+	for _, st := range snap.NodeSteps(name, w.bootstrap(), w.ctl.Authenticated("system:node:"+name)) {
 		switch st.State {
 		case joinstatus.Done:
 			if tr.Mark(name, st.Step, now) {
@@ -380,25 +360,26 @@ func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus
 
 // notReady explains, for each node that is not Ready, the step it waits for and the
 // kubelet's last error line.
-func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, bootstrap bool, authenticated func(string) bool, timeout time.Duration) error {
+func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, timeout time.Duration) error {
 	var lines []string
 	for _, l := range ls {
-		inst, inited, _ := l.state()
-		if inst == nil || !inited {
+		cur := l.state()
+		inst := cur.inst
+		if inst == nil || !cur.inited {
 			lines = append(lines, "an instance: still starting (nodeadm init not done)")
 			continue
 		}
 		name := inst.NodeName
-		for _, st := range snap.NodeSteps(name, bootstrap, authenticated("system:node:"+name)) {
+		for _, st := range snap.NodeSteps(name, w.bootstrap(), w.ctl.Authenticated("system:node:"+name)) {
 			if st.State == joinstatus.Done {
 				continue
 			}
-			line := fmt.Sprintf("node %s (instance %s): waiting for %s", name, l.inst.ID, st.Step)
+			line := fmt.Sprintf("node %s (instance %s): waiting for %s", name, inst.ID, st.Step)
 			if st.Detail != "" {
 				line += " (" + st.Detail + ")"
 			}
-			if l.inst.Kubelet == instance.KubeletReal {
-				if e := kubeletEvidence(filepath.Join(l.inst.Root, instance.KubeletLog)); e != "" {
+			if inst.Kubelet == instance.KubeletReal {
+				if e := kubeletEvidence(filepath.Join(inst.Root, instance.KubeletLog)); e != "" {
 					line += "\n    kubelet: " + e
 				}
 			}
@@ -429,126 +410,28 @@ func (w *workers) address(nameOrIP string) string {
 	return nameOrIP
 }
 
-// writeSummary adds rows to the state directory's summary.
-func writeSummary(dir string, sum []nodeSummary) error {
-	data, err := json.MarshalIndent(append(readSummary(dir), sum...), "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, nodesFile), append(data, '\n'), 0o600)
-}
-
-func readSummary(dir string) []nodeSummary {
-	var sum []nodeSummary
-	if data, err := os.ReadFile(filepath.Join(dir, nodesFile)); err == nil {
-		_ = json.Unmarshal(data, &sum)
-	}
-	return sum
-}
-
-func printSummary(w io.Writer, sum []nodeSummary) {
-	if len(sum) == 0 {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tINSTANCE\tIP\tKUBELET\tREADY AFTER")
-	for _, s := range sum {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Node, s.Instance, s.IP, s.Kubelet, s.ReadyAfter.Round(100*time.Millisecond))
-	}
-	_ = tw.Flush()
-}
-
-// progressPrinter shows the join's steps: a line per node and step for a few nodes, a
-// line of counts every few seconds for many.
-type progressPrinter struct {
-	w       io.Writer
-	perNode bool
-	steps   []joinstatus.Step
-	total   int
-
-	mu      sync.Mutex
-	counts  map[joinstatus.Step]int
-	last    time.Time
-	changed bool
-}
-
-func newProgressPrinter(w io.Writer, total int, bootstrap bool) *progressPrinter {
-	return &progressPrinter{w: w, perNode: total <= 10, steps: joinstatus.Steps(bootstrap), total: total, counts: map[joinstatus.Step]int{}}
-}
-
-func (p *progressPrinter) step(l *launched, step joinstatus.Step, at time.Time, detail string) {
-	inst, _, _ := l.state()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.counts[step]++
-	p.changed = true
-	if !p.perNode {
-		return
-	}
-	name := inst.NodeName
-	switch step {
-	case joinstatus.StepInstance:
-		detail = fmt.Sprintf("%s  %s  %s kubelet", inst.ID, inst.IP, inst.Kubelet)
-	case joinstatus.StepNodeadm:
-		if inst.Kubelet == instance.KubeletSim {
-			detail = "simulated kubelet started"
-		} else {
-			detail = "files written, containerd and kubelet running"
-		}
-	}
-	fmt.Fprintf(p.w, " ✓ %-32s %-27s +%-6s %s\n", name, step, at.Sub(l.start).Round(100*time.Millisecond), detail)
-}
-
-func (p *progressPrinter) failed(l *launched) {
-	inst, _, err := l.state()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	name := "instance"
-	if inst != nil {
-		name = inst.NodeName
-	}
-	l.mu.Lock()
-	step := l.step
-	l.mu.Unlock()
-	fmt.Fprintf(p.w, " ✗ %-32s %-27s %v\n", name, step, err)
-}
-
-// flush prints the counts when they changed (every 2 seconds at most, unless final).
-func (p *progressPrinter) flush(final bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.perNode || !p.changed || (!final && time.Since(p.last) < 2*time.Second) {
-		return
-	}
-	p.changed, p.last = false, time.Now()
-	var parts []string
-	for _, s := range p.steps {
-		parts = append(parts, fmt.Sprintf("%s %d", s, p.counts[s]))
-	}
-	fmt.Fprintf(p.w, " • %d nodes: %s\n", p.total, strings.Join(parts, ", "))
-}
-
 // run launches o.Count nodes and waits until they are Ready.
-func (w *workers) run(ctx context.Context, client kubernetes.Interface, o nodeOptions, cp *controlPlane, stateDir string, progress io.Writer) ([]nodeSummary, error) {
+func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node, error) {
 	start := time.Now()
-	fmt.Fprintf(progress, " • launching %d %s node(s) (%s kubelet, %s identity, %s user data)\n", o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))
-	pr := newProgressPrinter(progress, o.Count, w.identity == instance.IdentityBootstrapToken)
-	ls, launchedAll := w.launch(ctx, o.Count, o, func(l *launched, step joinstatus.Step, at time.Time) {
-		if _, _, err := l.state(); err != nil {
+	rep.report(Event{Kind: StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
+		o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))})
+	pr := newJoinProgress(rep, o.Count, w.bootstrap())
+	ls, launchedAll := w.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
+		if l.state().err != nil {
 			pr.failed(l)
 			return
 		}
 		pr.step(l, step, at, "")
 	})
-	sum, err := w.waitReady(ctx, client, ls, cp.Authenticated, o.Timeout, pr)
+	nodes, err := w.waitReady(ctx, ls, o.Timeout, pr)
 	// Launches still under way must end before the caller stops the provider.
 	<-launchedAll
 	pr.flush(true)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(progress, " ✓ %d node(s) Ready (%s)\n", len(sum), since(start))
-	return sum, writeSummary(stateDir, sum)
+	rep.report(Event{Kind: StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
+	return nodes, nil
 }
 
 func familyName(s string) string {
@@ -559,31 +442,94 @@ func familyName(s string) string {
 	return string(f)
 }
 
-func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
-
 // stop terminates every instance.
-func (w *workers) stop(ctx context.Context) error {
-	if w == nil {
-		return nil
+func (w *workers) stop(ctx context.Context) error { return w.prov.Close(ctx) }
+
+// writeNodes records the nodes in the state directory.
+func writeNodes(dir string, nodes []Node) error {
+	if nodes == nil {
+		nodes = []Node{}
 	}
-	return w.prov.Close(ctx)
+	data, err := json.MarshalIndent(nodes, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, nodesFile), append(data, '\n'), 0o600)
 }
 
-func (o *nodeOptions) validate() error {
-	if o.Count < 0 {
-		return fmt.Errorf("--nodes %d: want 0 or more", o.Count)
+// readNodes reads what writeNodes recorded.
+func readNodes(dir string) []Node {
+	nodes := []Node{}
+	if data, err := os.ReadFile(filepath.Join(dir, nodesFile)); err == nil {
+		_ = json.Unmarshal(data, &nodes)
 	}
-	if _, err := instance.ParseAMIFamily(o.AMIFamily); err != nil {
-		return fmt.Errorf("--ami-family: %w", err)
+	return nodes
+}
+
+// joinProgress reports the join's steps: an event per node and step for a few nodes, a
+// count every few seconds for many.
+type joinProgress struct {
+	rep     *reporter
+	perNode bool
+	steps   []joinstatus.Step
+	total   int
+
+	mu      sync.Mutex
+	counts  map[joinstatus.Step]int
+	last    time.Time
+	changed bool
+}
+
+func newJoinProgress(rep *reporter, total int, bootstrap bool) *joinProgress {
+	return &joinProgress{rep: rep, perNode: total <= 10, steps: joinstatus.Steps(bootstrap), total: total, counts: map[joinstatus.Step]int{}}
+}
+
+func (p *joinProgress) step(l *launched, step joinstatus.Step, at time.Time, detail string) {
+	inst := l.state().inst
+	l.mu.Lock()
+	start := l.start
+	l.mu.Unlock()
+	p.mu.Lock()
+	p.counts[step]++
+	p.changed = true
+	p.mu.Unlock()
+	if !p.perNode {
+		return
 	}
-	if o.Identity != string(instance.IdentityAWSIAM) && o.Identity != string(instance.IdentityBootstrapToken) {
-		return fmt.Errorf("--identity %q: want aws-iam or bootstrap-token", o.Identity)
+	switch step {
+	case joinstatus.StepInstance:
+		detail = fmt.Sprintf("%s  %s  %s kubelet", inst.ID, inst.IP, inst.Kubelet)
+	case joinstatus.StepNodeadm:
+		if inst.Kubelet == instance.KubeletSim {
+			detail = "simulated kubelet started"
+		} else {
+			detail = "files written, containerd and kubelet running"
+		}
 	}
-	if o.Kubelet != "" && o.Kubelet != "real" && o.Kubelet != "sim" {
-		return fmt.Errorf("--kubelet %q: want real or sim", o.Kubelet)
+	p.rep.report(Event{Kind: NodeStep, Node: inst.NodeName, Step: string(step), Elapsed: at.Sub(start), Detail: detail})
+}
+
+func (p *joinProgress) failed(l *launched) {
+	st := l.state()
+	name := "instance"
+	if st.inst != nil {
+		name = st.inst.NodeName
 	}
-	if o.Timeout == 0 {
-		o.Timeout = 5*time.Minute + time.Duration(o.Count)*2*time.Second
+	p.rep.report(Event{Kind: NodeFailed, Node: name, Step: string(st.step), Detail: st.err.Error()})
+}
+
+// flush reports the counts when they changed (every 2 seconds at most, unless final).
+func (p *joinProgress) flush(final bool) {
+	p.mu.Lock()
+	if p.perNode || !p.changed || (!final && time.Since(p.last) < 2*time.Second) {
+		p.mu.Unlock()
+		return
 	}
-	return nil
+	p.changed, p.last = false, time.Now()
+	counts := make([]StepCount, 0, len(p.steps))
+	for _, s := range p.steps {
+		counts = append(counts, StepCount{Step: string(s), Nodes: p.counts[s]})
+	}
+	p.mu.Unlock()
+	p.rep.report(Event{Kind: NodeCounts, Total: p.total, Counts: counts})
 }

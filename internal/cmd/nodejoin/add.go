@@ -1,0 +1,75 @@
+package nodejoin
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox"
+)
+
+func addCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "add",
+		Short:   "Add something to a running cluster",
+		Example: "  nodejoin add node --name demo --count 2",
+	}
+	cmd.AddCommand(addNodeCommand("node"))
+	return cmd
+}
+
+// deprecatedNodeCommand is the old spelling, `nodejoin node add`.
+func deprecatedNodeCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "Add nodes to a running cluster (deprecated: use `nodejoin add node`)", Hidden: true,
+		Example: "  nodejoin add node --name demo"}
+	cmd.AddCommand(deprecated(addNodeCommand("add"), "add node"))
+	return cmd
+}
+
+func addNodeCommand(use string) *cobra.Command {
+	var name, output string
+	o := sandbox.NodeOptions{}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: "Launch more local instances into a running cluster and wait until they are Ready",
+		Long: "add node asks the process that runs the cluster (`nodejoin up`) to launch instances, shows\n" +
+			"their join step by step, and fails naming the node and the step when one does not join.\n\n" +
+			"--claim-address and --credentials-of make a node misbehave on purpose, to watch the control\n" +
+			"plane refuse it: --claim-address NODE makes the kubelet report another node's address and ask\n" +
+			"for a serving certificate with it, and --credentials-of NODE serves another node's\n" +
+			"instance-role credentials from this instance's metadata endpoint. `nodejoin diagnose node`\n" +
+			"then explains the refusal.",
+		Example: "  # two more nodes, with up's settings\n" +
+			"  nodejoin add node --name demo --count 2\n\n" +
+			"  # a node that reads bootstrap.sh user data, with an extra kubelet flag\n" +
+			"  nodejoin add node --name demo --ami-family AmazonLinux2 --kubelet-arg=--v=4\n\n" +
+			"  # a node that presents another node's credentials, then why it was refused\n" +
+			"  nodejoin add node --name demo --credentials-of ip-198-18-0-11.local.internal\n" +
+			"  nodejoin diagnose node --name demo ip-198-18-0-12.local.internal",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, progressTo(cmd.ErrOrStderr()))
+			if err != nil {
+				return flagError(err)
+			}
+			if output != outputText {
+				return printStructured(cmd.OutOrStdout(), output, nodes)
+			}
+			printNodeTable(cmd.OutOrStdout(), nodes)
+			return nil
+		},
+	}
+	nameFlag(cmd, &name)
+	f := cmd.Flags()
+	f.IntVar(&o.Count, "count", 1, "how many instances to launch")
+	f.StringVar(&o.InstanceType, "instance-type", "", "EC2 instance type (default: up's)")
+	f.StringVar(&o.AMIFamily, "ami-family", "", "user-data format (default: up's)")
+	f.StringVar(&o.Kubelet, "kubelet", "", "real or sim (default: the cluster's)")
+	f.DurationVar(&o.Timeout, "timeout", 0, "how long the nodes may take to become Ready (default 5m)")
+	f.StringArrayVar(&o.KubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
+	f.StringVar(&o.CredentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
+	f.StringVar(&o.ClaimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
+	outputFlag(cmd, &output)
+	return cmd
+}

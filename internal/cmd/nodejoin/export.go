@@ -1,0 +1,45 @@
+package nodejoin
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox"
+)
+
+func exportCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "export",
+		Short:   "Copy what a cluster holds out of it",
+		Example: "  nodejoin export logs --name demo ./demo-logs",
+	}
+	var name, output string
+	logs := &cobra.Command{
+		Use:   "logs DIR",
+		Short: "Copy every log of a cluster into DIR: control plane, controller, and each node's",
+		Long: "export logs copies the logs of etcd, kube-apiserver, nodejoin-controller and the process\n" +
+			"that runs the cluster into DIR/" + sandbox.ControlPlaneLogDir + ", and each node's nodeadm, kubelet and\n" +
+			"containerd logs and instance record into DIR/NODE, and lists what it wrote. The cluster\n" +
+			"need not be running: a crashed one's logs stay until `nodejoin down`.",
+		Example: "  nodejoin export logs --name demo ./demo-logs\n" +
+			"  tar czf demo-logs.tgz -C ./demo-logs .",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			ex, err := sandbox.ExportLogs(name, args[0])
+			if err != nil {
+				return err
+			}
+			if output != outputText {
+				return printStructured(cmd.OutOrStdout(), output, ex)
+			}
+			printExported(cmd.OutOrStdout(), ex)
+			return nil
+		},
+	}
+	nameFlag(logs, &name)
+	outputFlag(logs, &output)
+	cmd.AddCommand(logs)
+	return cmd
+}

@@ -1,0 +1,78 @@
+package nodejoin
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox"
+)
+
+func getCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get",
+		Short: "Show what is running: clusters, and a cluster's nodes",
+		Example: "  nodejoin get clusters\n" +
+			"  nodejoin get nodes --name demo -o json",
+	}
+	cmd.AddCommand(getClustersCommand(), getNodesCommand())
+	return cmd
+}
+
+func getClustersCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "clusters",
+		Aliases: []string{"cluster"},
+		Short:   "List the local clusters, running or left by a crash",
+		Example: "  nodejoin get clusters\n" +
+			"  nodejoin get clusters -o yaml",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cs, err := sandbox.List()
+			if err != nil {
+				return err
+			}
+			if output != outputText {
+				return printStructured(cmd.OutOrStdout(), output, cs)
+			}
+			printClusters(cmd.OutOrStdout(), cs)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func getNodesCommand() *cobra.Command {
+	var name, output string
+	cmd := &cobra.Command{
+		Use:     "nodes",
+		Aliases: []string{"node"},
+		Short:   "List a running cluster's nodes and how far each has come in joining",
+		Long: "get nodes lists the cluster's local instances with their node name, instance ID, address,\n" +
+			"kubelet and identity, and their join state: Ready, joining (STEP is the step it waits for)\n" +
+			"or failed (STEP is the step that failed; `nodejoin diagnose node NAME` says why).",
+		Example: "  nodejoin get nodes --name demo\n" +
+			"  nodejoin get nodes --name demo -o json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			ns, err := sandbox.Nodes(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			if output != outputText {
+				return printStructured(cmd.OutOrStdout(), output, ns)
+			}
+			printNodes(cmd.OutOrStdout(), name, ns)
+			return nil
+		},
+	}
+	nameFlag(cmd, &name)
+	outputFlag(cmd, &output)
+	return cmd
+}

@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
+)
+
+// running returns the state directory and state of the running cluster name, or an
+// error that says what to do.
+func running(name string) (string, *controlplane.State, error) {
+	dir, err := StateDir(name)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := controlplane.ReadState(dir)
+	if errors.Is(err, controlplane.ErrNoCluster) {
+		return "", nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if !s.Running() || !s.Ready {
+		return "", nil, fmt.Errorf("cluster %s is not running; clean it up with `nodejoin down --name %s` and start it again", name, name)
+	}
+	return dir, s, nil
+}
+
+// Get describes the running cluster name.
+func Get(name string) (Cluster, error) {
+	dir, s, err := running(name)
+	if err != nil {
+		return Cluster{}, err
+	}
+	return describe(dir, s), nil
+}
+
+func describe(dir string, s *controlplane.State) Cluster {
+	c := Cluster{Name: s.Name, Running: s.Running() && s.Ready, Network: string(s.Network), Endpoint: s.Endpoint,
+		Kubeconfig: s.Kubeconfig, StateDir: dir, LogDir: filepath.Join(dir, "logs"), Nodes: readNodes(dir)}
+	if s.Running() {
+		c.PID = s.Owner.PID
+	}
+	return c
+}
+
+// List describes every cluster with a state directory, running or not, by name.
+func List() ([]Cluster, error) {
+	root, err := StateRoot()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return []Cluster{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing clusters in %s: %w", root, err)
+	}
+	out := []Cluster{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		s, err := controlplane.ReadState(dir)
+		if err != nil {
+			continue
+		}
+		out = append(out, describe(dir, s))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// NodeStatus is a node of a running cluster and how far its join has come.
+type NodeStatus struct {
+	Name       string    `json:"name"`
+	InstanceID string    `json:"instanceID"`
+	IP         string    `json:"ip"`
+	Kubelet    string    `json:"kubelet"`
+	Identity   string    `json:"identity"`
+	AMIFamily  string    `json:"amiFamily"`
+	Launched   time.Time `json:"launched"`
+	// State is "Ready", "joining" (a step waits) or "failed" (a step failed).
+	State string `json:"state"`
+	// Step is the step that failed or waits, or the last one ("Ready").
+	Step string `json:"step"`
+	// Reason says why the step failed or waits, when known.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Join states of NodeStatus.
+const (
+	JoinReady   = "Ready"
+	JoinJoining = "joining"
+	JoinFailed  = "failed"
+)
+
+// Nodes lists the running cluster name's instances, by launch, with their join state.
+func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
+	dir, s, err := running(name)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := instance.ReadRecords(filepath.Join(dir, "instances"))
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientFor(s)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := joinstatus.Take(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("asking the API server of cluster %s: %w", name, err)
+	}
+	accepted := acceptedUsers(filepath.Join(dir, controller.LogFile))
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Launched.Before(recs[j].Launched) })
+	out := make([]NodeStatus, 0, len(recs))
+	for _, r := range recs {
+		ns := NodeStatus{Name: r.NodeName, InstanceID: r.ID, IP: r.IP, Kubelet: string(r.Kubelet), Identity: string(r.Identity),
+			AMIFamily: string(r.AMIFamily), Launched: r.Launched, State: JoinReady, Step: string(joinstatus.StepReady)}
+		steps := snap.NodeSteps(r.NodeName, r.Identity == instance.IdentityBootstrapToken, accepted["system:node:"+r.NodeName])
+		for _, st := range steps {
+			if st.State == joinstatus.Done {
+				continue
+			}
+			ns.State, ns.Step, ns.Reason = JoinJoining, string(st.Step), st.Detail
+			if st.State == joinstatus.Failed {
+				ns.State = JoinFailed
+			}
+			break
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// clientFor returns an admin client of the cluster s describes.
+func clientFor(s *controlplane.State) (kubernetes.Interface, error) {
+	if !s.Running() {
+		return nil, errors.New("the cluster is not running")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Deleted says what Delete did.
+type Deleted struct {
+	Name string `json:"name"`
+	// Existed is false when there was nothing to remove.
+	Existed bool `json:"existed"`
+	// StoppedPID is the process that ran the cluster, when it was running.
+	StoppedPID int `json:"stoppedPID,omitempty"`
+}
+
+// Delete stops the cluster name and removes everything it left: processes, network
+// namespaces, mounts, cgroups and its state directory. It also cleans up after a
+// cluster whose process crashed. Deleting a cluster that does not exist is no error.
+func Delete(ctx context.Context, name string) (Deleted, error) {
+	d := Deleted{Name: name}
+	dir, err := StateDir(name)
+	if err != nil {
+		return d, err
+	}
+	_, statErr := os.Stat(dir)
+	leftNS := controlplane.LeftoverNamespace(name)
+	if os.IsNotExist(statErr) && leftNS == "" {
+		return d, nil
+	}
+	d.Existed = true
+	if s, err := controlplane.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
+		d.StoppedPID = s.Owner.PID
+	}
+	if err := destroy(ctx, dir, name); err != nil {
+		return d, fmt.Errorf("removing cluster %s: %w", name, err)
+	}
+	return d, controlplane.DeleteLeftoverNamespace(ctx, name)
+}

@@ -1,0 +1,196 @@
+// Package controller runs nodejoin-controller inside the process that runs a local
+// cluster, with the local cloud it asks about instances: the STS that verifies node
+// tokens, and the EC2 and IAM endpoints that the CSR approver and the node initializer
+// check nodes against. It is the one place that wires the controller's manager for the
+// sandbox; tests use it instead of wiring their own.
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+)
+
+// The local cloud's account and region, unless Config says otherwise.
+const (
+	DefaultAccountID = "000000000000"
+	DefaultRegion    = "us-west-2"
+)
+
+// LogFile is the controller's and the local cloud's log, in the cluster's state
+// directory, unless Config.Log says otherwise.
+const LogFile = "logs/nodejoin-controller.log"
+
+// Config says which cluster the controller serves.
+type Config struct {
+	// Cluster is the control plane, started with Options.TokenWebhook. Required.
+	Cluster *controlplane.Cluster
+	// AccountID and Region are the local cloud's. Default DefaultAccountID and
+	// DefaultRegion.
+	AccountID, Region string
+	// Log receives the controller's and the local cloud's logs. Default: LogFile.
+	Log *slog.Logger
+}
+
+// Controller is nodejoin-controller and the local cloud, running: the token webhook
+// kube-apiserver calls, the CSR approver and signer, the node initializer, nodejoin's
+// roles and CRD.
+type Controller struct {
+	cloud  *localcloud.Cloud
+	failed chan struct{} // closed when the controller or the control plane stopped
+	done   chan struct{} // closed when the controller stopped
+	err    error         // set before done closes
+	cancel context.CancelFunc
+	logf   *os.File // nil unless Start opened LogFile
+	once   sync.Once
+
+	mu    sync.Mutex
+	cpErr error // the control plane's failure
+	// authenticated holds every username the webhook has accepted a token of.
+	authenticated sync.Map
+}
+
+// Start starts the local cloud and nodejoin-controller for cfg.Cluster and returns once
+// the controller serves. They run until Stop, or until the controller fails (Failed).
+// This is the one place that wires manager.Config.
+func Start(ctx context.Context, cfg Config) (*Controller, error) {
+	cl := cfg.Cluster
+	if cfg.AccountID == "" {
+		cfg.AccountID = DefaultAccountID
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	logPath := filepath.Join(cl.StateDir(), LogFile)
+	c := &Controller{failed: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Log == nil {
+		var err error
+		if c.logf, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", logPath, err)
+		}
+		cfg.Log = slog.New(slog.NewTextHandler(c.logf, nil))
+	}
+	log := cfg.Log
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	fail := func(err error) (*Controller, error) {
+		c.cancel()
+		c.closeLog()
+		if c.logf != nil {
+			err = fmt.Errorf("%w (log: %s)", err, logPath)
+		}
+		return nil, err
+	}
+	var err error
+	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log); err != nil {
+		return fail(err)
+	}
+	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
+	p := cl.PKI()
+	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
+	if err != nil {
+		return fail(fmt.Errorf("loading the token webhook's certificate: %w", err))
+	}
+	wl, err := cl.ListenTokenWebhook()
+	if err != nil {
+		return fail(fmt.Errorf("listening for token reviews: %w", err))
+	}
+	ready := make(chan struct{})
+	mcfg := manager.Config{
+		REST:            cl.RESTConfig(),
+		Log:             log,
+		Signer:          &csr.Signer{CA: cl.CA()},
+		Nodes:           inv,
+		Instances:       inv,
+		WebhookListener: wl,
+		WebhookTLS:      &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		Verifier: &authn.Verifier{ClusterID: cl.Name(), STSHosts: []string{strings.TrimPrefix(c.cloud.STSURL, "https://")},
+			HTTP: c.cloud.STSHTTPClient()},
+		InstallRBAC: true,
+		InstallCRDs: true,
+		// No cloud controller manager runs here: nodejoin-controller initializes Nodes.
+		InitializeNodes: true,
+		OnStarted:       func() { close(ready) },
+		OnAuthenticated: func(user string) { c.authenticated.Store(user, struct{}{}) },
+	}
+	go func() {
+		c.err = manager.Run(ctx, mcfg)
+		close(c.done)
+		c.fail()
+	}()
+	go func() {
+		select {
+		case err := <-cl.Failed():
+			c.mu.Lock()
+			c.cpErr = err
+			c.mu.Unlock()
+			c.fail()
+		case <-c.done:
+		}
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-c.done:
+		_ = c.cloud.Wait()
+		return fail(fmt.Errorf("nodejoin-controller: %w", c.err))
+	}
+}
+
+// Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
+func (c *Controller) Cloud() *localcloud.Cloud { return c.cloud }
+
+// Authenticated reports whether the webhook has accepted a token of user.
+func (c *Controller) Authenticated(user string) bool {
+	_, ok := c.authenticated.Load(user)
+	return ok
+}
+
+func (c *Controller) fail() { c.once.Do(func() { close(c.failed) }) }
+
+// Failed is closed when the controller or the cluster's control plane stopped on its
+// own (and once Stop stopped the controller); Err then says why.
+func (c *Controller) Failed() <-chan struct{} { return c.failed }
+
+// Err says why the controller or the control plane stopped, once Failed is closed.
+func (c *Controller) Err() error {
+	<-c.failed
+	c.mu.Lock()
+	cpErr := c.cpErr
+	c.mu.Unlock()
+	if cpErr != nil {
+		return cpErr
+	}
+	<-c.done
+	if c.err == nil {
+		return errors.New("nodejoin-controller stopped")
+	}
+	return fmt.Errorf("nodejoin-controller: %w", c.err)
+}
+
+// Stop stops the controller and the local cloud.
+func (c *Controller) Stop() error {
+	c.cancel()
+	<-c.done
+	err := errors.Join(c.err, c.cloud.Wait())
+	c.closeLog()
+	return err
+}
+
+func (c *Controller) closeLog() {
+	if c.logf != nil {
+		_ = c.logf.Close()
+	}
+}

@@ -1,0 +1,309 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
+	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+)
+
+// Report is a diagnosis of one node's join.
+type Report struct {
+	Cluster    string `json:"cluster"`
+	Node       string `json:"node"`
+	InstanceID string `json:"instanceID"`
+	IP         string `json:"ip"`
+	Kubelet    string `json:"kubelet"`
+	Identity   string `json:"identity"`
+	AMIFamily  string `json:"amiFamily"`
+	// Notes say what the diagnosis could not look at.
+	Notes []string `json:"notes,omitempty"`
+	// Steps are the join's steps in order.
+	Steps []Finding `json:"steps"`
+	// Logs are where to look further.
+	Logs []LogFile `json:"logs"`
+}
+
+// Finding is one step of a join: its status (done, failed or pending), the reason it
+// failed or waits, and the log lines that show it.
+type Finding struct {
+	Step     string   `json:"step"`
+	Status   string   `json:"status"`
+	Reason   string   `json:"reason,omitempty"`
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// LogFile is a log a diagnosis points to.
+type LogFile struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// Failed reports whether a step failed.
+func (r *Report) Failed() bool {
+	return slices.ContainsFunc(r.Steps, func(f Finding) bool { return f.Status == string(joinstatus.Failed) })
+}
+
+// Diagnose explains the join of one node (by node name or instance ID) of the cluster
+// name: each step with its status, and for a step that failed or waits the reason and
+// the evidence from nodeadm's, the kubelet's and the controller's logs and the API.
+func Diagnose(ctx context.Context, name, node string) (*Report, error) {
+	dir, err := StateDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := controlplane.ReadState(dir); errors.Is(err, controlplane.ErrNoCluster) {
+		return nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
+	}
+	rec, err := findRecord(dir, name, node)
+	if err != nil {
+		return nil, err
+	}
+	return diagnose(ctx, dir, name, rec), nil
+}
+
+func findRecord(dir, cluster, nameOrID string) (*instance.Record, error) {
+	recs, err := instance.ReadRecords(filepath.Join(dir, "instances"))
+	if err != nil {
+		return nil, err
+	}
+	var known []string
+	for _, r := range recs {
+		if r.NodeName == nameOrID || r.ID == nameOrID {
+			return r, nil
+		}
+		known = append(known, r.NodeName+" ("+r.ID+")")
+	}
+	if len(known) == 0 {
+		return nil, fmt.Errorf("cluster %s has no instances; launch one with `nodejoin add node --name %s`", cluster, cluster)
+	}
+	return nil, fmt.Errorf("no node or instance %q in cluster %s; its nodes are: %s (`nodejoin get nodes --name %s` lists them)",
+		nameOrID, cluster, strings.Join(known, ", "), cluster)
+}
+
+// nodeUserRE finds the user an authorization error names: the Node authorizer and
+// NodeRestriction quote it as User "system:node:NAME".
+var nodeUserRE = regexp.MustCompile(`User \\?"system:node:([^"\\]+)\\?"`)
+
+// foreignIdentity reads a kubelet log for a refusal that shows it authenticated as
+// another node; it returns that node and the log line.
+func foreignIdentity(kubeletLog, self string) (other, line string) {
+	eachLine(kubeletLog, func(l string) {
+		if !strings.Contains(l, "forbidden") {
+			return
+		}
+		if m := nodeUserRE.FindStringSubmatch(l); m != nil && m[1] != self {
+			// The registration attempt says it best; keep the first of those.
+			if other == "" || !strings.Contains(line, "register node") {
+				other, line = m[1], l
+			}
+		}
+	})
+	return other, line
+}
+
+// foreignIdentityReason is the reason given for a node that authenticated as another.
+func foreignIdentityReason(self, other string) string {
+	return fmt.Sprintf("the API server authenticated this kubelet as system:node:%s, not as %s: the instance presented credentials that belong to another instance, so the Node authorizer and NodeRestriction never let it act as %s", other, self, self)
+}
+
+// webhookDecisions returns the controller log's token decisions about user, and the
+// last denial of any token.
+func webhookDecisions(logPath, user string) (accepted []string, lastDenied string) {
+	eachLine(logPath, func(l string) {
+		switch {
+		case strings.Contains(l, `msg="token accepted"`) && strings.Contains(l, " user="+user+" "):
+			accepted = append(accepted, l)
+		case strings.Contains(l, `msg="token denied"`):
+			lastDenied = l
+		}
+	})
+	return accepted, lastDenied
+}
+
+// userRE finds the user of a "token accepted" line.
+var userRE = regexp.MustCompile(` user=(\S+) `)
+
+// acceptedUsers returns every user the controller log shows a token accepted for.
+func acceptedUsers(logPath string) map[string]bool {
+	users := map[string]bool{}
+	eachLine(logPath, func(l string) {
+		if strings.Contains(l, `msg="token accepted"`) {
+			if m := userRE.FindStringSubmatch(l); m != nil {
+				users[m[1]] = true
+			}
+		}
+	})
+	return users
+}
+
+func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *Report {
+	r := &Report{Cluster: cluster, Node: rec.NodeName, InstanceID: rec.ID, IP: rec.IP, Kubelet: string(rec.Kubelet),
+		Identity: string(rec.Identity), AMIFamily: string(rec.AMIFamily)}
+	bootstrap := rec.Identity == instance.IdentityBootstrapToken
+	kubeletLog := filepath.Join(rec.Root, instance.KubeletLog)
+	nodeadmLog := filepath.Join(rec.Dir, instance.NodeadmLog)
+	controllerLog := filepath.Join(dir, controller.LogFile)
+	if rec.Kubelet == instance.KubeletReal {
+		r.Logs = append(r.Logs, LogFile{"nodeadm", nodeadmLog}, LogFile{"kubelet", kubeletLog}, LogFile{"containerd", filepath.Join(rec.Root, instance.ContainerdLog)})
+	} else {
+		r.Logs = append(r.Logs, LogFile{"kubelet", filepath.Join(dir, "logs", "kubeletsim", rec.NodeName+".log")})
+	}
+	r.Logs = append(r.Logs, LogFile{"controller", controllerLog})
+
+	r.Steps = append(r.Steps, instanceFinding(rec), nodeadmFinding(rec, nodeadmLog))
+
+	var snap *joinstatus.Snapshot
+	s, err := controlplane.ReadState(dir)
+	if err == nil {
+		client, cerr := clientFor(s)
+		if err = cerr; err == nil {
+			snap, err = joinstatus.Take(ctx, client)
+		}
+	}
+	if err != nil {
+		r.Notes = append(r.Notes, "the API server cannot be asked ("+err.Error()+"): steps after nodeadm are unknown")
+		return r
+	}
+	user := "system:node:" + rec.NodeName
+	accepted, lastDenied := webhookDecisions(controllerLog, user)
+	other, otherLine := "", ""
+	lastKubeletError := ""
+	if rec.Kubelet == instance.KubeletReal {
+		other, otherLine = foreignIdentity(kubeletLog, rec.NodeName)
+		lastKubeletError = kubeletEvidence(kubeletLog)
+	}
+	r.Steps = append(r.Steps, apiFindings(snap, rec, bootstrap, accepted, lastDenied, other, otherLine, lastKubeletError, controllerLog)...)
+	return r
+}
+
+// telling are the kubelet errors that explain a stuck join, by what they contain.
+var telling = []string{"forbidden", "Unauthorized", "Unable to register node", "x509", "certificate", "connection refused", "no such host", "getting credentials"}
+
+// kubeletEvidence returns the kubelet log's last error line that explains a stuck join,
+// else its last error line.
+func kubeletEvidence(path string) string {
+	var best string
+	if !eachLine(path, func(l string) {
+		if strings.HasPrefix(l, "E") && slices.ContainsFunc(telling, func(t string) bool { return strings.Contains(l, t) }) {
+			best = l
+		}
+	}) {
+		return ""
+	}
+	if best != "" {
+		return best
+	}
+	return instance.LastErrorLine(path)
+}
+
+func finding(st joinstatus.Status) Finding {
+	return Finding{Step: string(st.Step), Status: string(st.State), Reason: st.Detail}
+}
+
+// instanceFinding reports whether the instance still exists.
+func instanceFinding(rec *instance.Record) Finding {
+	f := Finding{Step: string(joinstatus.StepInstance), Status: string(joinstatus.Done), Reason: "launched " + rec.Launched.Format("15:04:05")}
+	if rec.Namespace != "" && !(netns.NS{Name: rec.Namespace}).Exists() {
+		f.Status, f.Reason = string(joinstatus.Failed), "its network namespace "+rec.Namespace+" is gone (the instance was terminated)"
+	}
+	return f
+}
+
+// nodeadmFinding reports how nodeadm init ended.
+func nodeadmFinding(rec *instance.Record, nodeadmLog string) Finding {
+	f := Finding{Step: string(joinstatus.StepNodeadm), Status: string(joinstatus.Done)}
+	if rec.Kubelet != instance.KubeletReal {
+		f.Reason = "simulated kubelet"
+		return f
+	}
+	data, err := os.ReadFile(nodeadmLog)
+	switch {
+	case err != nil:
+		f.Status, f.Reason = string(joinstatus.Pending), "no nodeadm log yet"
+	case strings.Contains(string(data), "✓ kubelet running"):
+		f.Reason = "files written, containerd and kubelet started"
+	default:
+		f.Status, f.Reason = string(joinstatus.Failed), "nodeadm init did not start the kubelet"
+		if e := instance.LastErrorLine(nodeadmLog); e != "" {
+			f.Evidence = append(f.Evidence, "nodeadm: "+e)
+		}
+	}
+	return f
+}
+
+// apiFindings reports the steps the API server shows, with the logs' evidence for the
+// first one that failed or waits.
+func apiFindings(snap *joinstatus.Snapshot, rec *instance.Record, bootstrap bool, accepted []string,
+	lastDenied, other, otherLine, lastKubeletError, controllerLog string) []Finding {
+	var out []Finding
+	user := "system:node:" + rec.NodeName
+	blocked := false
+	for _, st := range snap.NodeSteps(rec.NodeName, bootstrap, len(accepted) > 0) {
+		f := finding(st)
+		if blocked && st.State == joinstatus.Pending {
+			out = append(out, f)
+			continue
+		}
+		switch {
+		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Done && !bootstrap:
+			f.Reason = fmt.Sprintf("the webhook accepted %d token(s) for %s", len(accepted), user)
+			if len(accepted) == 0 {
+				f.Reason = "requests made as " + user + " reached the API server"
+			}
+		case st.Step == joinstatus.StepAuthenticated && other != "":
+			f.Status, f.Reason = string(joinstatus.Failed), foreignIdentityReason(rec.NodeName, other)
+			f.Evidence = append(f.Evidence, "kubelet: "+otherLine)
+			if acc, _ := webhookDecisions(controllerLog, "system:node:"+other); len(acc) > 0 {
+				f.Evidence = append(f.Evidence, "webhook (latest token accepted as "+other+"): "+acc[len(acc)-1])
+			}
+			blocked = true
+		case st.Step == joinstatus.StepAuthenticated && st.State == joinstatus.Pending:
+			f.Reason = "no token of this node was accepted"
+			if lastDenied != "" {
+				f.Evidence = append(f.Evidence, "webhook (latest denial, of any node): "+lastDenied)
+			}
+			if lastKubeletError != "" {
+				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			}
+			blocked = true
+		case st.State == joinstatus.Failed:
+			if lastKubeletError != "" {
+				f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			}
+			blocked = true
+		case st.State == joinstatus.Pending && lastKubeletError != "":
+			f.Evidence = append(f.Evidence, "kubelet: "+lastKubeletError)
+			blocked = true
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// eachLine calls fn with every line of the file at path; it reports false when the file
+// cannot be read.
+func eachLine(path string, fn func(line string)) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
+	return true
+}

@@ -1,0 +1,125 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+)
+
+// step is one step of creating a cluster. Start runs creationSteps in order and stops
+// at the first error; Sandbox.Stop then undoes whatever the earlier steps started.
+type step interface {
+	Name() string
+	Run(ctx context.Context, s *state) error
+}
+
+// state is what the steps share: the sandbox they fill in, and where progress goes.
+type state struct {
+	sandbox  *Sandbox
+	progress *reporter
+}
+
+// creationSteps are the steps of Start, in order.
+func creationSteps() []step {
+	return []step{
+		controlPlaneStep{}, // certificates, network, etcd, kube-apiserver, kubeconfig
+		controllerStep{},   // local cloud (STS, EC2, IAM) and nodejoin-controller
+		nodeAccessStep{},   // the nodes' access entry or bootstrap token, the instance provider
+		nodesStep{},        // launch the instances, wait until every node is Ready
+		controlSocketStep{},
+	}
+}
+
+// controlPlaneStep starts etcd and kube-apiserver, with kube-apiserver sending unknown
+// tokens to the controller's webhook.
+type controlPlaneStep struct{}
+
+func (controlPlaneStep) Name() string { return "starting the control plane" }
+
+func (controlPlaneStep) Run(ctx context.Context, s *state) error {
+	o := s.sandbox.opts
+	c, err := controlplane.Start(ctx, controlplane.Options{
+		Name:          o.Name,
+		StateDir:      o.StateDir,
+		BinDir:        o.BinDir,
+		Network:       o.Network,
+		NodeCIDR:      o.NodeCIDR,
+		APIPort:       o.APIPort,
+		UnsafeNoFsync: o.UnsafeNoFsync,
+		Log:           o.Log,
+		OnStep: func(step string, phase controlplane.StepPhase, elapsed time.Duration) {
+			kind := map[controlplane.StepPhase]EventKind{controlplane.StepStarted: StepStarted, controlplane.StepDone: StepDone, controlplane.StepFailed: StepFailed}[phase]
+			s.progress.report(Event{Kind: kind, Step: step, Elapsed: elapsed})
+		},
+		// nodejoin-controller, run by this process, authenticates node tokens.
+		TokenWebhook: true,
+	})
+	if c != nil && err == nil {
+		s.sandbox.cluster = c
+	}
+	return err
+}
+
+// controllerStep starts the local cloud and nodejoin-controller in this process.
+type controllerStep struct{}
+
+func (controllerStep) Name() string { return "starting nodejoin-controller" }
+
+func (controllerStep) Run(ctx context.Context, s *state) error {
+	return s.progress.timed("starting nodejoin-controller", func() error {
+		c, err := controller.Start(ctx, controller.Config{Cluster: s.sandbox.cluster})
+		s.sandbox.controller = c
+		return err
+	})
+}
+
+// nodeAccessStep lets the nodes in: it maps their instance role to the node identity
+// (aws-iam) or mints a bootstrap token, and readies the instance provider.
+type nodeAccessStep struct{}
+
+func (nodeAccessStep) Name() string { return "preparing node access" }
+
+func (nodeAccessStep) Run(ctx context.Context, s *state) error {
+	if s.sandbox.opts.Nodes.Count == 0 {
+		return nil
+	}
+	w, err := startWorkers(ctx, s.sandbox, s.sandbox.opts.Nodes, s.progress)
+	s.sandbox.w = w
+	return err
+}
+
+// nodesStep launches the instances and waits until every node is Ready.
+type nodesStep struct{}
+
+func (nodesStep) Name() string { return "launching nodes" }
+
+func (nodesStep) Run(ctx context.Context, s *state) error {
+	sb := s.sandbox
+	if sb.opts.Nodes.Count == 0 {
+		return writeNodes(sb.opts.StateDir, nil)
+	}
+	nodes, err := sb.w.run(ctx, sb.opts.Nodes, s.progress)
+	if err != nil {
+		return err
+	}
+	sb.nodes = nodes
+	return writeNodes(sb.opts.StateDir, nodes)
+}
+
+// controlSocketStep answers AddNodesTo from other processes (Options.Control).
+type controlSocketStep struct{}
+
+func (controlSocketStep) Name() string { return "serving the control socket" }
+
+func (controlSocketStep) Run(ctx context.Context, s *state) error {
+	if !s.sandbox.opts.Control {
+		return nil
+	}
+	if err := s.sandbox.serveControl(ctx); err != nil {
+		// The cluster works without it; only `nodejoin add node` cannot reach it.
+		s.progress.note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
+	}
+	return nil
+}
