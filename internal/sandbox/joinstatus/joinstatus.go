@@ -85,7 +85,7 @@ func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 		return nil, fmt.Errorf("listing events: %w", err)
 	}
 	s := &Snapshot{Nodes: map[string]*corev1.Node{}, CSRs: csrs.Items, NotInitialized: map[string]string{}}
-	sort.Slice(events.Items, func(a, b int) bool { return events.Items[a].LastTimestamp.Before(&events.Items[b].LastTimestamp) })
+	sort.SliceStable(events.Items, func(a, b int) bool { return lastSeen(&events.Items[a]).Before(lastSeen(&events.Items[b])) })
 	for _, e := range events.Items {
 		s.NotInitialized[e.InvolvedObject.Name] = e.Message
 	}
@@ -96,6 +96,20 @@ func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 		return s.CSRs[a].CreationTimestamp.Before(&s.CSRs[b].CreationTimestamp)
 	})
 	return s, nil
+}
+
+// lastSeen is when e was last reported. Events written through events.k8s.io (as the
+// controller's recorder does) carry EventTime and, once repeated, Series.LastObservedTime,
+// and leave the core/v1 LastTimestamp empty; older writers set only LastTimestamp.
+func lastSeen(e *corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	if e.EventTime.After(t) {
+		t = e.EventTime.Time
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
 }
 
 // nodeUser is the username of node name's credentials.

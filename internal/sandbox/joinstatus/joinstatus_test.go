@@ -1,6 +1,7 @@
 package joinstatus
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,10 +10,12 @@ import (
 	"encoding/pem"
 	"strings"
 	"testing"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 )
@@ -116,5 +119,45 @@ func TestTrackerKeepsTheFirstTime(t *testing.T) {
 	}
 	if at, ok := tr.At(node, StepReady); !ok || !at.Equal(t0) {
 		t.Errorf("At = %v, %v", at, ok)
+	}
+}
+
+func TestNewestNotInitializedReasonWins(t *testing.T) {
+	older := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	newer := older.Add(time.Minute)
+	event := func(name, msg string, mutate func(*corev1.Event)) *corev1.Event {
+		e := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node},
+			Reason:         "NodeNotInitialized",
+			Message:        msg,
+		}
+		mutate(e)
+		return e
+	}
+	for name, events := range map[string][]*corev1.Event{
+		// events.k8s.io writers leave LastTimestamp empty and set EventTime.
+		"event time after last timestamp": {
+			event("b", "new reason", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(newer) }),
+			event("a", "old reason", func(e *corev1.Event) { e.LastTimestamp = metav1.NewTime(older) }),
+		},
+		"series observed later": {
+			event("a", "new reason", func(e *corev1.Event) {
+				e.EventTime = metav1.NewMicroTime(older.Add(-time.Hour))
+				e.Series = &corev1.EventSeries{Count: 3, LastObservedTime: metav1.NewMicroTime(newer)}
+			}),
+			event("b", "old reason", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(older) }),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset(events[0], events[1])
+			s, err := Take(context.Background(), client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.NotInitialized[node]; got != "new reason" {
+				t.Errorf("reason = %q, want the newest event's", got)
+			}
+		})
 	}
 }
