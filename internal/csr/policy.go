@@ -5,6 +5,9 @@
 // the requester is the node the certificate names and every DNS name and IP address in
 // it belongs to that node's own instance according to the instance inventory — never
 // according to the Node object, which the kubelet writes itself.
+//
+// It is over 600 lines because the policy, the signer and the reconciler that applies
+// them share the CSR's parsed form and its reasons; each has a file of its own.
 package csr
 
 import (

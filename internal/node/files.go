@@ -1,5 +1,9 @@
 // Package node turns a merged NodeConfig and the instance's metadata into the files a
 // node's kubelet and containerd need, writes them atomically, and starts the daemons.
+//
+// It is over 600 lines because it covers a node's whole bootstrap — config sources,
+// metadata, rendering of the kubelet's and containerd's files, atomic writes, daemon
+// managers — which share the rendered Files; each part has a file of its own.
 package node
 
 import (

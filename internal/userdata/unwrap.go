@@ -3,6 +3,9 @@
 // JSON, shell scripts that call /etc/eks/bootstrap.sh, eksctl cloud-config, and
 // Bottlerocket TOML. Decode splits user data into parts and says what each part is;
 // Translate turns the parts into NodeConfig documents.
+//
+// It is over 600 lines because it reads every supported user-data format, one file
+// each (MIME, bootstrap.sh and its shell, cloud-config, Bottlerocket TOML).
 package userdata
 
 import (

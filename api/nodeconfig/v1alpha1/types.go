@@ -2,6 +2,9 @@
 // configuration that EKS AL2023 nodes receive in their user data. Its fields and JSON
 // names match the upstream API exactly, so existing user data decodes unchanged;
 // decoding here is strict (see Decode).
+//
+// It is over 600 lines because one API version keeps its types, strict decoding and
+// validation together, as Kubernetes API packages do; each has a file of its own.
 package v1alpha1
 
 import (

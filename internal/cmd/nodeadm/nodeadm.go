@@ -1,4 +1,7 @@
 // Package nodeadm is the node agent's command line: it runs on every node at boot.
+//
+// It is over 600 lines because it holds every nodeadm command (init, config check and
+// dump, userdata explain, get-token), one file each; the work itself is in internal/node.
 package nodeadm
 
 import (

@@ -1,6 +1,9 @@
 // Package nodejoin is the operator CLI: it starts and stops local clusters whose nodes
 // really join. It parses flags and prints; the sandbox library (internal/sandbox) does
 // the work.
+//
+// It is over 600 lines because it holds every nodejoin command and their text, table,
+// JSON and YAML renderings (render.go); it holds no logic of its own.
 package nodejoin
 
 import (

@@ -5,6 +5,9 @@
 // namespace), bound to a bridge address there that local instances later attach to, and
 // the host reaches the API through a loopback port that this package forwards into the
 // namespace. Without root it runs on the host's loopback interface.
+//
+// It is over 600 lines because it runs a whole control plane: options, PKI, the state
+// file and the supervised daemons, one file each.
 package controlplane
 
 import (

@@ -9,6 +9,10 @@
 // A simulated instance (for scale) has the same EC2 entry, metadata and credentials, but
 // no namespace: its IMDS listens on the host's loopback and a kubeletsim.Kubelet plays
 // its kubelet.
+//
+// It is over 600 lines because an instance has many parts whose teardown must mirror
+// their creation (namespace, IMDS, root, cgroups, mounts, processes, host sysctls);
+// keeping them in one package keeps creation and cleanup side by side.
 package instance
 
 import (

@@ -8,6 +8,10 @@
 // separate kubelets would have. Containers are never started: a pod bound to the node
 // is reported Running and Ready at once, and a pod being deleted is confirmed deleted
 // at once.
+//
+// It is over 600 lines because a simulated kubelet speaks several of the kubelet's
+// protocols (credentials and certificate rotation, registration and leases, pods), one
+// file each.
 package kubeletsim
 
 import (

@@ -1,6 +1,9 @@
 // Package localcloud answers, on this machine, the AWS APIs that nodejoin calls —
-// instance metadata (IMDSv2), and later STS, EC2 and EKS — speaking their real wire
+// instance metadata (IMDSv2), STS, EC2, IAM and EKS — speaking their real wire
 // protocols, so that the same aws-sdk-go-v2 code paths run locally and on AWS.
+//
+// It is over 600 lines because it emulates several AWS services (IMDS, STS with its
+// SigV4 verifier, EC2 over the Query protocol, IAM, EKS), one file or two each.
 package localcloud
 
 import (
