@@ -42,7 +42,7 @@ down: ## Stop the local cluster started by `make up` and remove its state
 	@if [ -x $(BIN)/nodejoin ]; then $(BIN)/nodejoin down --name $(NAME); else $(GO) run ./cmd/nodejoin down --name $(NAME); fi
 
 .PHONY: test
-test: deps tools ## Run every test: a short fuzz of every decoder, then unit, integration (real kube-apiserver) and e2e
+test: deps tools build ## Run every test: a short fuzz of every decoder, then unit, integration (real kube-apiserver) and e2e
 	@hack/fuzz.sh
 	$(GO) test $(TEST_FLAGS) ./...
 

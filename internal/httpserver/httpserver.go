@@ -1,3 +1,5 @@
+// Package httpserver serves an http.Server until its context ends, then shuts it down
+// gracefully; the webhook, the metrics endpoint and the local cloud's emulators use it.
 package httpserver
 
 import (
