@@ -9,6 +9,10 @@ package csr
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -55,7 +59,11 @@ const (
 	ReasonExpiration      = "ExpirationTooLong"
 	ReasonAccessReview    = "SubjectAccessReviewDenied"
 	ReasonUnknownInstance = "InstanceNotFound"
+	ReasonWeakKey         = "WeakKey"
 )
+
+// minRSABits is the smallest RSA modulus nodejoin certifies.
+const minRSABits = 2048
 
 // Inventory finds the instance behind a node name; inventory.ErrNotFound when there is none.
 type Inventory interface {
@@ -101,6 +109,9 @@ func (p *Policy) Decide(ctx context.Context, csr *certificatesv1.CertificateSign
 	if err := req.CheckSignature(); err != nil {
 		return deny(ReasonBadRequest, "the request's signature does not verify: %v", err), nil
 	}
+	if d := checkKey(req.PublicKey); d != nil {
+		return d, nil
+	}
 	maxExp := p.MaxExpiration
 	if maxExp == 0 {
 		maxExp = defaultMaxExpiration
@@ -131,6 +142,29 @@ func ParseRequest(data []byte) (*x509.CertificateRequest, error) {
 		return nil, fmt.Errorf("spec.request does not parse: %w", err)
 	}
 	return req, nil
+}
+
+// checkKey allows RSA keys of at least 2048 bits and ECDSA keys on P-256 or P-384, the
+// keys the kubelet generates; anything else is denied with a reason naming the key.
+func checkKey(pub any) *Decision {
+	const want = "want RSA of at least 2048 bits or ECDSA P-256/P-384"
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < minRSABits {
+			return deny(ReasonWeakKey, "RSA key of %d bits; %s", n, want)
+		}
+		return nil
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384():
+			return nil
+		}
+		return deny(ReasonWeakKey, "ECDSA key on curve %s; %s", k.Curve.Params().Name, want)
+	case ed25519.PublicKey:
+		return deny(ReasonWeakKey, "Ed25519 key; %s", want)
+	default:
+		return deny(ReasonWeakKey, "%T key; %s", pub, want)
+	}
 }
 
 func usageSet(us []certificatesv1.KeyUsage) []string {

@@ -2,9 +2,12 @@ package csr
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -49,14 +52,19 @@ type reqSpec struct {
 	ips      []string
 	emails   []string
 	uris     []string
-	rawIPSAN []byte // an IP SAN written as these exact bytes
+	rawIPSAN []byte        // an IP SAN written as these exact bytes
+	key      crypto.Signer // the request's key; default a new P-256 key
 }
 
 func request(t *testing.T, s reqSpec) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	var key crypto.Signer = s.key
+	if key == nil {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
 	}
 	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cn, Organization: s.orgs}, DNSNames: s.dns, EmailAddresses: s.emails}
 	for _, ip := range s.ips {
@@ -195,5 +203,64 @@ func TestClientDecisions(t *testing.T) {
 	other := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "example.com/other"}}
 	if d, err := p.Decide(t.Context(), other); d != nil || err != nil {
 		t.Errorf("other signer: %+v, %v; want left alone", d, err)
+	}
+}
+
+// Only RSA keys of at least 2048 bits and ECDSA keys on P-256 or P-384 are certified,
+// for both signers; the denial names the key.
+func TestKeyStrength(t *testing.T) {
+	mustKey := func(k crypto.Signer, err error) crypto.Signer {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "; want RSA of at least 2048 bits or ECDSA P-256/P-384"
+	tests := []struct {
+		name string
+		key  crypto.Signer
+		msg  string // "" approves
+	}{
+		{"RSA 1024", mustKey(rsa.GenerateKey(rand.Reader, 1024)), "RSA key of 1024 bits" + want},
+		{"RSA 2047", mustKey(rsa.GenerateKey(rand.Reader, 2047)), "RSA key of 2047 bits" + want},
+		{"RSA 2048", mustKey(rsa.GenerateKey(rand.Reader, 2048)), ""},
+		{"P-224", mustKey(ecdsa.GenerateKey(elliptic.P224(), rand.Reader)), "ECDSA key on curve P-224" + want},
+		{"P-256", mustKey(ecdsa.GenerateKey(elliptic.P256(), rand.Reader)), ""},
+		{"P-384", mustKey(ecdsa.GenerateKey(elliptic.P384(), rand.Reader)), ""},
+		{"P-521", mustKey(ecdsa.GenerateKey(elliptic.P521(), rand.Reader)), "ECDSA key on curve P-521" + want},
+		{"Ed25519", edKey, "Ed25519 key" + want},
+	}
+	user := "system:node:" + nodeA
+	p := &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+		return true, nil
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			serving := servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, key: tt.key})
+			client := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    request(t, reqSpec{cn: user, orgs: []string{"system:nodes"}, key: tt.key}),
+				SignerName: SignerKubeletClient, Usages: clientUsages, Username: user, Groups: []string{"system:nodes"},
+			}}
+			for _, c := range []*certificatesv1.CertificateSigningRequest{serving, client} {
+				d, err := p.Decide(t.Context(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.msg == "" {
+					if !d.Approve {
+						t.Errorf("%s: %+v, want approved", c.Spec.SignerName, d)
+					}
+					continue
+				}
+				if d.Approve || d.Reason != ReasonWeakKey || d.Message != tt.msg {
+					t.Errorf("%s: %+v, want denied %s %q", c.Spec.SignerName, d, ReasonWeakKey, tt.msg)
+				}
+			}
+		})
 	}
 }
