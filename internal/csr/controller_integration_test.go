@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,5 +219,76 @@ func TestFailoverDuringABurst(t *testing.T) {
 		if count > 1 {
 			t.Errorf("%s issued %d times", n, count)
 		}
+	}
+}
+
+// approve approves a CSR as the test's administrator, as a person or another
+// controller might.
+func approve(t *testing.T, env *testenv.Env, name string) {
+	t.Helper()
+	c, err := env.Client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: "True", Reason: "AdminApproved", Message: "approved by hand",
+	})
+	if _, err := env.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(t.Context(), name, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The signer trusts no approval: CSRs an administrator approved before the controller
+// saw them are decided again at signing. One the policy denies is never signed and ends
+// Failed with the policy's reason; one it approves is signed.
+func TestSignerRechecksForeignApprovals(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	testenv.CreateCSR(t, kubelet, "approved-other-ip", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
+	testenv.CreateCSR(t, env.Client, "approved-not-a-node", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	testenv.CreateCSR(t, kubelet, "approved-good", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	for _, n := range []string{"approved-other-ip", "approved-not-a-node", "approved-good"} {
+		approve(t, env, n)
+	}
+	var mu sync.Mutex
+	var issued []string
+	c := &csr.Controller{
+		Client: env.Client,
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
+			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+		}}},
+		Signer:   &csr.Signer{CA: env.Cluster.CA()},
+		OnIssued: func(name string) { mu.Lock(); issued = append(issued, name); mu.Unlock() },
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, env, c, "") }()
+
+	for _, tt := range []struct{ name, reason, msg string }{
+		{"approved-other-ip", csr.ReasonSANs, "IP SAN 198.18.0.12 is not an address of instance i-0aaa"},
+		{"approved-not-a-node", csr.ReasonNotANode, "is not a node (want system:node:<name> in group system:nodes)"},
+	} {
+		got := testenv.Settled(t, env.Client, tt.name)
+		f := condition(got, certificatesv1.CertificateFailed)
+		if f == nil || f.Reason != tt.reason || !strings.Contains(f.Message, tt.msg) || len(got.Status.Certificate) > 0 {
+			t.Errorf("%s: status %+v, want Failed %s %q and no certificate", tt.name, got.Status.Conditions, tt.reason, tt.msg)
+		}
+	}
+	if good := testenv.Settled(t, env.Client, "approved-good"); len(good.Status.Certificate) == 0 {
+		t.Errorf("approved-good not issued: %+v", good.Status.Conditions)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("controller: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(issued) != 1 || issued[0] != "approved-good" {
+		t.Errorf("issued %v, want only approved-good", issued)
 	}
 }
