@@ -60,6 +60,15 @@ const (
 	ReasonAccessReview    = "SubjectAccessReviewDenied"
 	ReasonUnknownInstance = "InstanceNotFound"
 	ReasonWeakKey         = "WeakKey"
+	ReasonTokenRequester  = "ClientCertificateNotForTokenNodes"
+)
+
+// bootstrappersGroup holds bootstrap-token users, and nodes that authenticate with
+// identity tokens (the webhook maps them to system:node:<name> in system:bootstrappers
+// and system:nodes); bootstrapUserPrefix begins a bootstrap token's user name.
+const (
+	bootstrappersGroup  = "system:bootstrappers"
+	bootstrapUserPrefix = "system:bootstrap:"
 )
 
 // minRSABits is the smallest RSA modulus nodejoin certifies.
@@ -198,6 +207,14 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !usagesOK(csr.Spec.Usages, certificatesv1.UsageClientAuth) {
 		return deny(ReasonUsages, "usages %v are not a kubelet client certificate's ([client auth digital signature] or with key encipherment)", usageSet(csr.Spec.Usages)), nil
 	}
+	// A node that authenticates with an identity token gets a new token every 15
+	// minutes and never needs a client certificate; one would outlive the token by far.
+	// Bootstrap-token users (system:bootstrap:<id>) are in system:bootstrappers too,
+	// and renewing kubelets authenticate with their certificate, outside it.
+	user := csr.Spec.Username
+	if slices.Contains(csr.Spec.Groups, bootstrappersGroup) && !strings.HasPrefix(user, bootstrapUserPrefix) {
+		return deny(ReasonTokenRequester, "requester %q authenticated with a token, not a bootstrap token; nodes that authenticate with tokens get no client certificate", user), nil
+	}
 	sub, msg := subresourceNodeCli, MessageClient
 	if csr.Spec.Username == req.Subject.CommonName {
 		sub, msg = subresourceSelfCli, MessageSelfClient
@@ -208,6 +225,10 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	if !ok {
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
+	}
+	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
+	if _, d, err := p.runningInstance(ctx, node); d != nil || err != nil {
+		return d, err
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
 }
@@ -234,20 +255,30 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 	if !ok {
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", user, subresourceSelfSrv), nil
 	}
-	inst, err := p.Inventory.InstanceForNode(ctx, node)
-	if errors.Is(err, inventory.ErrNotFound) {
-		return deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up the instance of node %s: %w", node, err)
-	}
-	if inst.State != "running" {
-		return deny(ReasonUnknownInstance, "instance %s of node %s is %s, not running", inst.ID, node, inst.State), nil
+	inst, d, err := p.runningInstance(ctx, node)
+	if d != nil || err != nil {
+		return d, err
 	}
 	if d := checkSANs(req, inst); d != nil {
 		return d, nil
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: MessageServing}, nil
+}
+
+// runningInstance returns the instance behind a node name, or a denial when there is
+// none or it is not running.
+func (p *Policy) runningInstance(ctx context.Context, node string) (*inventory.Instance, *Decision, error) {
+	inst, err := p.Inventory.InstanceForNode(ctx, node)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return nil, deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking up the instance of node %s: %w", node, err)
+	}
+	if inst.State != "running" {
+		return nil, deny(ReasonUnknownInstance, "instance %s of node %s is %s, not running", inst.ID, node, inst.State), nil
+	}
+	return inst, nil, nil
 }
 
 // checkSANs requires every DNS and IP subjectAltName to be one of the instance's own,

@@ -168,36 +168,54 @@ func TestServingDecisions(t *testing.T) {
 }
 
 func TestClientDecisions(t *testing.T) {
-	client := func(user string, cn string, dns []string) *certificatesv1.CertificateSigningRequest {
+	bootstrappers := []string{"system:bootstrappers", "system:bootstrappers:workers", "system:authenticated"}
+	certNode := []string{"system:nodes", "system:authenticated"}
+	tokenNode := []string{"system:bootstrappers", "system:nodes", "system:authenticated"}
+	client := func(user string, groups []string, cn string, dns []string) *certificatesv1.CertificateSigningRequest {
 		return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request: request(t, reqSpec{cn: cn, orgs: []string{"system:nodes"}, dns: dns}), SignerName: SignerKubeletClient,
-			Usages: clientUsages, Username: user, Groups: []string{"system:bootstrappers"},
+			Usages: clientUsages, Username: user, Groups: groups,
 		}}
 	}
+	const (
+		cnA          = "system:node:" + nodeA
+		cnTerminated = "system:node:ip-198-18-0-13.us-west-2.compute.internal"
+	)
 	allowed := map[string]bool{}
 	p := &Policy{Inventory: instances, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
 		return allowed[c.Spec.Username+"/"+sub], nil
 	}}
 	allowed["system:bootstrap:abcdef/nodeclient"] = true
-	allowed["system:node:a/selfnodeclient"] = true
+	allowed[cnA+"/selfnodeclient"] = true
+	allowed[cnA+"/nodeclient"] = true
+	allowed[cnTerminated+"/selfnodeclient"] = true
 	tests := []struct {
+		name           string
 		csr            *certificatesv1.CertificateSigningRequest
 		reason, substr string
 	}{
-		{client("system:bootstrap:abcdef", "system:node:a", nil), ReasonApproved, MessageClient},
-		{client("system:node:a", "system:node:a", nil), ReasonApproved, MessageSelfClient},
-		{client("system:bootstrap:zzzzzz", "system:node:a", nil), ReasonAccessReview, "system:bootstrap:zzzzzz may not create certificatesigningrequests/nodeclient"},
-		{client("system:bootstrap:abcdef", "system:node:a", []string{"a"}), ReasonSANs, "no subjectAltNames"},
-		{client("system:bootstrap:abcdef", "admin", nil), ReasonSubject, "does not begin with system:node:"},
-		{&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: SignerKubeletClient, Request: []byte("junk")}}, ReasonBadRequest, "not a PEM CERTIFICATE REQUEST"},
+		{"bootstrap token, first join", client("system:bootstrap:abcdef", bootstrappers, cnA, nil), ReasonApproved, MessageClient},
+		{"renewal with a client certificate", client(cnA, certNode, cnA, nil), ReasonApproved, MessageSelfClient},
+		{"bootstrap token without nodeclient", client("system:bootstrap:zzzzzz", bootstrappers, cnA, nil), ReasonAccessReview, "system:bootstrap:zzzzzz may not create certificatesigningrequests/nodeclient"},
+		{"SANs", client("system:bootstrap:abcdef", bootstrappers, cnA, []string{"a"}), ReasonSANs, "no subjectAltNames"},
+		{"not a node CN", client("system:bootstrap:abcdef", bootstrappers, "admin", nil), ReasonSubject, "does not begin with system:node:"},
+		{"junk", &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: SignerKubeletClient, Request: []byte("junk")}}, ReasonBadRequest, "not a PEM CERTIFICATE REQUEST"},
+		// Finding 4: a node authenticated by an identity token is in
+		// system:bootstrappers but is not a bootstrap-token user.
+		{"identity-token node, own name", client(cnA, tokenNode, cnA, nil), ReasonTokenRequester, `requester "system:node:` + nodeA + `" authenticated with a token, not a bootstrap token; nodes that authenticate with tokens get no client certificate`},
+		{"identity-token node, another name", client(cnA, tokenNode, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil), ReasonTokenRequester, "authenticated with a token"},
+		// Finding 4: every client CSR names a running instance.
+		{"bootstrap token, unknown node", client("system:bootstrap:abcdef", bootstrappers, "system:node:ghost", nil), ReasonUnknownInstance, "no instance is known for node ghost"},
+		{"bootstrap token, terminated instance", client("system:bootstrap:abcdef", bootstrappers, cnTerminated, nil), ReasonUnknownInstance, "instance i-0ccc of node ip-198-18-0-13.us-west-2.compute.internal is terminated, not running"},
+		{"renewal, terminated instance", client(cnTerminated, certNode, cnTerminated, nil), ReasonUnknownInstance, "is terminated, not running"},
 	}
 	for _, tt := range tests {
 		d, err := p.Decide(t.Context(), tt.csr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) {
-			t.Errorf("%s: decision = %+v, want %s %q", tt.csr.Spec.Username, d, tt.reason, tt.substr)
+		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) || d.Approve != (tt.reason == ReasonApproved) {
+			t.Errorf("%s: decision = %+v, want %s %q", tt.name, d, tt.reason, tt.substr)
 		}
 	}
 	other := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "example.com/other"}}
