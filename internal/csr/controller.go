@@ -131,7 +131,7 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // never trusted on its own, and a CSR the policy no longer approves is marked Failed
 // with the policy's reason instead of being signed.
 func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
-	justApproved := false
+	var approval *Decision
 	if !decided(csr) && len(csr.Status.Certificate) == 0 {
 		d, err := c.Policy.Decide(ctx, csr)
 		if err != nil || d == nil {
@@ -152,18 +152,36 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		c.Metrics.decided(csr, d, time.Now())
 		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
 		c.event(updated, d.Approve, "Decide", d.Reason, d.Message)
-		csr, justApproved = updated, d.Approve
+		csr = updated
+		if d.Approve {
+			approval = d
+		}
 	}
 	if !Signable(csr) {
 		return nil
 	}
-	if !justApproved {
+	if approval == nil {
 		d, err := c.Policy.Decide(ctx, csr)
 		if err != nil {
 			return fmt.Errorf("deciding approved %s again before signing: %w", csr.Name, err)
 		}
-		if d != nil && !d.Approve {
+		if d == nil {
+			return nil
+		}
+		if !d.Approve {
 			return c.fail(ctx, csr, d)
+		}
+		approval = d
+	}
+	if id := approval.ClaimInstance; id != "" {
+		// Claimed before signing, so two CSRs approved at once for one instance
+		// cannot both be signed.
+		holder, err := c.Policy.Issued.Claim(ctx, id, csr.Name)
+		if err != nil {
+			return fmt.Errorf("recording the client certificate of instance %s: %w", id, err)
+		}
+		if holder != csr.Name {
+			return c.fail(ctx, csr, deny(ReasonAlreadyJoined, "instance %s already got a client certificate through a bootstrap token (CSR %s)", id, holder))
 		}
 	}
 	cert, err := c.Signer.Sign(csr)

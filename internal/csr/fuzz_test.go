@@ -43,7 +43,9 @@ func FuzzDecide(f *testing.F) {
 	all := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth, certificatesv1.UsageKeyEncipherment}
 	p := &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
 		return true, nil
-	}}
+	}, NodeRegistered: func(_ context.Context, name string) (bool, error) {
+		return name == "ip-198-18-0-12.us-west-2.compute.internal", nil
+	}, Issued: mapRecord{}}
 	f.Fuzz(func(t *testing.T, request []byte, username string, client bool, usageBits uint8, inNodes bool, expiration int32) {
 		c := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request: request, SignerName: SignerKubeletServing, Username: username,

@@ -61,6 +61,7 @@ const (
 	ReasonUnknownInstance = "InstanceNotFound"
 	ReasonWeakKey         = "WeakKey"
 	ReasonTokenRequester  = "ClientCertificateNotForTokenNodes"
+	ReasonAlreadyJoined   = "NodeAlreadyJoined"
 )
 
 // bootstrappersGroup holds bootstrap-token users, and nodes that authenticate with
@@ -89,6 +90,23 @@ type Policy struct {
 	Review    AccessReview
 	// MaxExpiration bounds spec.expirationSeconds; longer requests are denied. Default one year.
 	MaxExpiration time.Duration
+	// NodeRegistered reports whether a Node of that name exists. A bootstrap token's
+	// client CSR for a registered node is denied: the node already has a client
+	// certificate, and the token would otherwise take it over. Required.
+	NodeRegistered func(ctx context.Context, name string) (bool, error)
+	// Issued records the instances a bootstrap token's client certificate was issued
+	// for; an instance gets one only once. Required.
+	Issued IssuedRecord
+}
+
+// IssuedRecord remembers, across restarts, which instance got a client certificate
+// through a bootstrap token, and through which CSR.
+type IssuedRecord interface {
+	// IssuedFor returns the CSR that claimed the instance, or "" when none did.
+	IssuedFor(ctx context.Context, instanceID string) (string, error)
+	// Claim records csrName for the instance unless another CSR holds it already, and
+	// returns the CSR that holds it after the call.
+	Claim(ctx context.Context, instanceID, csrName string) (string, error)
 }
 
 // Decision is the outcome for one CSR.
@@ -96,6 +114,9 @@ type Decision struct {
 	Approve bool
 	Reason  string
 	Message string
+	// ClaimInstance, on the approval of a bootstrap token's client CSR, is the instance
+	// the certificate is for: the signer claims it in the IssuedRecord before signing.
+	ClaimInstance string
 }
 
 func deny(reason, format string, args ...any) *Decision {
@@ -227,10 +248,30 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
 	}
 	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
-	if _, d, err := p.runningInstance(ctx, node); d != nil || err != nil {
+	inst, d, err := p.runningInstance(ctx, node)
+	if d != nil || err != nil {
 		return d, err
 	}
-	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
+	if !strings.HasPrefix(user, bootstrapUserPrefix) {
+		return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
+	}
+	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
+	// gets a first client certificate only for a node that has none yet.
+	registered, err := p.NodeRegistered(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("looking up Node %s: %w", node, err)
+	}
+	if registered {
+		return deny(ReasonAlreadyJoined, "node %s is already registered; a bootstrap token cannot take it over", node), nil
+	}
+	holder, err := p.Issued.IssuedFor(ctx, inst.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the client certificates issued for instance %s: %w", inst.ID, err)
+	}
+	if holder != "" && holder != csr.Name {
+		return deny(ReasonAlreadyJoined, "instance %s of node %s already got a client certificate through a bootstrap token (CSR %s)", inst.ID, node, holder), nil
+	}
+	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg, ClaimInstance: inst.ID}, nil
 }
 
 func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {

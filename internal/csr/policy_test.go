@@ -182,9 +182,12 @@ func TestClientDecisions(t *testing.T) {
 		cnTerminated = "system:node:ip-198-18-0-13.us-west-2.compute.internal"
 	)
 	allowed := map[string]bool{}
+	issued := mapRecord{"i-0bbb": "csr-earlier"}
 	p := &Policy{Inventory: instances, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
 		return allowed[c.Spec.Username+"/"+sub], nil
-	}}
+	}, NodeRegistered: func(_ context.Context, name string) (bool, error) {
+		return name == "ip-198-18-0-12.us-west-2.compute.internal", nil
+	}, Issued: issued}
 	allowed["system:bootstrap:abcdef/nodeclient"] = true
 	allowed[cnA+"/selfnodeclient"] = true
 	allowed[cnA+"/nodeclient"] = true
@@ -208,6 +211,9 @@ func TestClientDecisions(t *testing.T) {
 		{"bootstrap token, unknown node", client("system:bootstrap:abcdef", bootstrappers, "system:node:ghost", nil), ReasonUnknownInstance, "no instance is known for node ghost"},
 		{"bootstrap token, terminated instance", client("system:bootstrap:abcdef", bootstrappers, cnTerminated, nil), ReasonUnknownInstance, "instance i-0ccc of node ip-198-18-0-13.us-west-2.compute.internal is terminated, not running"},
 		{"renewal, terminated instance", client(cnTerminated, certNode, cnTerminated, nil), ReasonUnknownInstance, "is terminated, not running"},
+		// Finding 3: a bootstrap token takes over no node.
+		{"bootstrap token, registered node", client("system:bootstrap:abcdef", bootstrappers, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil), ReasonAlreadyJoined,
+			"node ip-198-18-0-12.us-west-2.compute.internal is already registered; a bootstrap token cannot take it over"},
 	}
 	for _, tt := range tests {
 		d, err := p.Decide(t.Context(), tt.csr)
@@ -217,6 +223,18 @@ func TestClientDecisions(t *testing.T) {
 		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) || d.Approve != (tt.reason == ReasonApproved) {
 			t.Errorf("%s: decision = %+v, want %s %q", tt.name, d, tt.reason, tt.substr)
 		}
+	}
+	// Once instance i-0aaa got its client certificate through a bootstrap token, the
+	// token gets no second one; the kubelet renews with its certificate.
+	issued["i-0aaa"] = "csr-first"
+	again := client("system:bootstrap:abcdef", bootstrappers, cnA, nil)
+	again.Name = "csr-again"
+	if d, err := p.Decide(t.Context(), again); err != nil || d.Reason != ReasonAlreadyJoined ||
+		d.Message != "instance i-0aaa of node "+nodeA+" already got a client certificate through a bootstrap token (CSR csr-first)" {
+		t.Errorf("second bootstrap client CSR: %+v, %v", d, err)
+	}
+	if d, err := p.Decide(t.Context(), client(cnA, certNode, cnA, nil)); err != nil || !d.Approve {
+		t.Errorf("renewal after a bootstrap-token certificate: %+v, %v", d, err)
 	}
 	other := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "example.com/other"}}
 	if d, err := p.Decide(t.Context(), other); d != nil || err != nil {
@@ -281,4 +299,17 @@ func TestKeyStrength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mapRecord is an IssuedRecord in memory.
+type mapRecord map[string]string
+
+func (m mapRecord) IssuedFor(_ context.Context, id string) (string, error) { return m[id], nil }
+
+func (m mapRecord) Claim(_ context.Context, id, csrName string) (string, error) {
+	if h := m[id]; h != "" {
+		return h, nil
+	}
+	m[id] = csrName
+	return csrName, nil
 }

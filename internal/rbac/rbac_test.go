@@ -54,7 +54,10 @@ func TestControllerRolesAreLeastPrivilege(t *testing.T) {
 				}
 			}
 			for _, res := range rule.Resources {
-				if res == "*" || res == "secrets" || res == "nodes" {
+				if res == "nodes" && (len(rule.Verbs) != 1 || rule.Verbs[0] != "get") {
+					t.Errorf("ClusterRole %s grants %v on nodes; only get is needed", r.Name, rule.Verbs)
+				}
+				if res == "*" || res == "secrets" {
 					t.Errorf("ClusterRole %s grants %v on %s cluster-wide", r.Name, rule.Verbs, res)
 				}
 			}
