@@ -112,9 +112,12 @@ func For(controller *rbacv1.Subject) Objects {
 			// read and updated by name only.
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{IssuedConfigMapName}, Verbs: []string{"get", "update"}},
-			// Bootstrap tokens: minted per node group, expired ones deleted. Secrets
-			// cannot be limited by type, so this is kube-system's Secrets.
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "create", "delete"}},
+			// Expired bootstrap tokens are deleted (bootstraptoken.Clean, which lists
+			// with a field selector on the token type). The controller mints none
+			// (operators do, with their own rights), so it cannot create Secrets. RBAC
+			// cannot limit a rule by field selector, and token Secrets' names are
+			// random, so list and delete cover kube-system's Secrets.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "delete"}},
 		},
 	}}
 	o.RoleBindings = []*rbacv1.RoleBinding{{
