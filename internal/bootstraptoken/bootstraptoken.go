@@ -91,7 +91,9 @@ func Expired(s *corev1.Secret, now time.Time) bool {
 // Clean deletes the expired bootstrap tokens that nodejoin minted and returns how many.
 // Each delete is conditioned on the secret's UID, so a token re-created meanwhile stays.
 func Clean(ctx context.Context, client kubernetes.Interface, now time.Time) (int, error) {
-	list, err := client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: NodeGroupKey})
+	list, err := client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: NodeGroupKey, FieldSelector: "type=" + string(bootstrapapi.SecretTypeBootstrapToken),
+	})
 	if err != nil {
 		return 0, fmt.Errorf("listing bootstrap tokens: %w", err)
 	}

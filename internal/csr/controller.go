@@ -125,8 +125,13 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 	return false
 }
 
-// Settle decides an undecided CSR, then issues it if it is approved and unsigned.
+// Settle decides an undecided CSR, then issues it if it is approved and unsigned. A CSR
+// approved by anyone else (a person, another controller, or this controller before a
+// restart) is decided again before it is signed, as EKS's signer does: an approval is
+// never trusted on its own, and a CSR the policy no longer approves is marked Failed
+// with the policy's reason instead of being signed.
 func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	var approval *Decision
 	if !decided(csr) && len(csr.Status.Certificate) == 0 {
 		d, err := c.Policy.Decide(ctx, csr)
 		if err != nil || d == nil {
@@ -148,9 +153,36 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
 		c.event(updated, d.Approve, "Decide", d.Reason, d.Message)
 		csr = updated
+		if d.Approve {
+			approval = d
+		}
 	}
 	if !Signable(csr) {
 		return nil
+	}
+	if approval == nil {
+		d, err := c.Policy.Decide(ctx, csr)
+		if err != nil {
+			return fmt.Errorf("deciding approved %s again before signing: %w", csr.Name, err)
+		}
+		if d == nil {
+			return nil
+		}
+		if !d.Approve {
+			return c.fail(ctx, csr, d)
+		}
+		approval = d
+	}
+	if id := approval.ClaimInstance; id != "" {
+		// Claimed before signing, so two CSRs approved at once for one instance
+		// cannot both be signed.
+		holder, err := c.Policy.Issued.Claim(ctx, id, csr.Name)
+		if err != nil {
+			return fmt.Errorf("recording the client certificate of instance %s: %w", id, err)
+		}
+		if holder != csr.Name {
+			return c.fail(ctx, csr, deny(ReasonAlreadyJoined, "instance %s already got a client certificate through a bootstrap token (CSR %s)", id, holder))
+		}
 	}
 	cert, err := c.Signer.Sign(csr)
 	if errors.Is(err, ErrNotSignable) {
@@ -174,6 +206,21 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		c.OnIssued(csr.Name)
 	}
 	c.event(issued, true, "Issue", "Issued", "certificate issued by nodejoin-controller")
+	return nil
+}
+
+// fail marks an approved CSR Failed with the reason and message of the policy's denial,
+// so that it is never signed.
+func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d *Decision) error {
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: d.Reason, Message: d.Message, LastUpdateTime: metav1.Now(),
+	})
+	failed, err := c.Client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("marking %s failed: %w", csr.Name, err)
+	}
+	c.logger().Warn("approved CSR refused at signing", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "reason", d.Reason, "message", d.Message)
+	c.event(failed, false, "Sign", d.Reason, d.Message)
 	return nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -90,7 +92,7 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	}
 	c := &csr.Controller{
 		Client: env.Client,
-		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
 			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 		}}},
 		Signer: &csr.Signer{CA: env.Cluster.CA()},
@@ -171,7 +173,7 @@ func TestFailoverDuringABurst(t *testing.T) {
 		return &csr.Controller{
 			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
 			Client:   env.Client,
-			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), Inventory: staticInventory{node: {
+			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
 				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
 			}}},
 			Signer: &csr.Signer{CA: env.Cluster.CA()},
@@ -218,5 +220,134 @@ func TestFailoverDuringABurst(t *testing.T) {
 		if count > 1 {
 			t.Errorf("%s issued %d times", n, count)
 		}
+	}
+}
+
+// approve approves a CSR as the test's administrator, as a person or another
+// controller might.
+func approve(t *testing.T, env *testenv.Env, name string) {
+	t.Helper()
+	c, err := env.Client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: "True", Reason: "AdminApproved", Message: "approved by hand",
+	})
+	if _, err := env.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(t.Context(), name, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The signer trusts no approval: CSRs an administrator approved before the controller
+// saw them are decided again at signing. One the policy denies is never signed and ends
+// Failed with the policy's reason; one it approves is signed.
+func TestSignerRechecksForeignApprovals(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	testenv.CreateCSR(t, kubelet, "approved-other-ip", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.12"), serving...)
+	testenv.CreateCSR(t, env.Client, "approved-not-a-node", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	testenv.CreateCSR(t, kubelet, "approved-good", csr.SignerKubeletServing, testenv.CSR(t, "system:node:"+node, []string{node}, "198.18.0.11"), serving...)
+	for _, n := range []string{"approved-other-ip", "approved-not-a-node", "approved-good"} {
+		approve(t, env, n)
+	}
+	var mu sync.Mutex
+	var issued []string
+	c := &csr.Controller{
+		Client: env.Client,
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
+			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+		}}},
+		Signer:   &csr.Signer{CA: env.Cluster.CA()},
+		OnIssued: func(name string) { mu.Lock(); issued = append(issued, name); mu.Unlock() },
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, env, c, "") }()
+
+	for _, tt := range []struct{ name, reason, msg string }{
+		{"approved-other-ip", csr.ReasonSANs, "IP SAN 198.18.0.12 is not an address of instance i-0aaa"},
+		{"approved-not-a-node", csr.ReasonNotANode, "is not a node (want system:node:<name> in group system:nodes)"},
+	} {
+		got := testenv.Settled(t, env.Client, tt.name)
+		f := condition(got, certificatesv1.CertificateFailed)
+		if f == nil || f.Reason != tt.reason || !strings.Contains(f.Message, tt.msg) || len(got.Status.Certificate) > 0 {
+			t.Errorf("%s: status %+v, want Failed %s %q and no certificate", tt.name, got.Status.Conditions, tt.reason, tt.msg)
+		}
+	}
+	if good := testenv.Settled(t, env.Client, "approved-good"); len(good.Status.Certificate) == 0 {
+		t.Errorf("approved-good not issued: %+v", good.Status.Conditions)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("controller: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(issued) != 1 || issued[0] != "approved-good" {
+		t.Errorf("issued %v, want only approved-good", issued)
+	}
+}
+
+// A bootstrap token cannot take over a node: its client CSR is approved only for a
+// running instance whose Node is not registered and that never got a client
+// certificate through a bootstrap token before (recorded in a ConfigMap, so a restart
+// keeps it).
+func TestBootstrapTokenCannotTakeOverANode(t *testing.T) {
+	if rbac.IssuedConfigMapName != csr.IssuedConfigMapName {
+		t.Fatalf("rbac grants ConfigMap %s, the controller writes %s", rbac.IssuedConfigMapName, csr.IssuedConfigMapName)
+	}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	const registered = "ip-198-18-0-12.us-west-2.compute.internal"
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: registered}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv := staticInventory{
+		node:       {ID: "i-0aaa", State: "running", DNSNames: []string{node}},
+		registered: {ID: "i-0bbb", State: "running", DNSNames: []string{registered}},
+	}
+	c := &csr.Controller{
+		Client: env.Client,
+		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client),
+			Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: inv},
+		Signer: &csr.Signer{CA: env.Cluster.CA()},
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, env, c, "") }()
+
+	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:workers")
+	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+	testenv.CreateCSR(t, bootstrap, "takeover-registered", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+registered, nil), usages...)
+	testenv.CreateCSR(t, bootstrap, "first-join", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+node, nil), usages...)
+	if got := testenv.Settled(t, env.Client, "first-join"); len(got.Status.Certificate) == 0 {
+		t.Fatalf("first-join not issued: %+v", got.Status.Conditions)
+	}
+	testenv.CreateCSR(t, bootstrap, "second-join", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+node, nil), usages...)
+	for _, tt := range []struct{ name, msg string }{
+		{"takeover-registered", "node " + registered + " is already registered; a bootstrap token cannot take it over"},
+		{"second-join", "instance i-0aaa of node " + node + " already got a client certificate through a bootstrap token (CSR first-join)"},
+	} {
+		got := testenv.Settled(t, env.Client, tt.name)
+		if d := condition(got, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonAlreadyJoined || d.Message != tt.msg {
+			t.Errorf("%s: %+v, want Denied %s %q", tt.name, got.Status.Conditions, csr.ReasonAlreadyJoined, tt.msg)
+		}
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, csr.IssuedConfigMapName, metav1.GetOptions{})
+	if err != nil || cm.Data["i-0aaa"] != "first-join" {
+		t.Errorf("issued record = %v, %v; want i-0aaa: first-join", cm, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("controller: %v", err)
 	}
 }

@@ -12,6 +12,10 @@ package csr
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -58,7 +62,21 @@ const (
 	ReasonExpiration      = "ExpirationTooLong"
 	ReasonAccessReview    = "SubjectAccessReviewDenied"
 	ReasonUnknownInstance = "InstanceNotFound"
+	ReasonWeakKey         = "WeakKey"
+	ReasonTokenRequester  = "ClientCertificateNotForTokenNodes"
+	ReasonAlreadyJoined   = "NodeAlreadyJoined"
 )
+
+// bootstrappersGroup holds bootstrap-token users, and nodes that authenticate with
+// identity tokens (the webhook maps them to system:node:<name> in system:bootstrappers
+// and system:nodes); bootstrapUserPrefix begins a bootstrap token's user name.
+const (
+	bootstrappersGroup  = "system:bootstrappers"
+	bootstrapUserPrefix = "system:bootstrap:"
+)
+
+// minRSABits is the smallest RSA modulus nodejoin certifies.
+const minRSABits = 2048
 
 // Inventory finds the instance behind a node name; inventory.ErrNotFound when there is none.
 type Inventory interface {
@@ -75,6 +93,23 @@ type Policy struct {
 	Review    AccessReview
 	// MaxExpiration bounds spec.expirationSeconds; longer requests are denied. Default one year.
 	MaxExpiration time.Duration
+	// NodeRegistered reports whether a Node of that name exists. A bootstrap token's
+	// client CSR for a registered node is denied: the node already has a client
+	// certificate, and the token would otherwise take it over. Required.
+	NodeRegistered func(ctx context.Context, name string) (bool, error)
+	// Issued records the instances a bootstrap token's client certificate was issued
+	// for; an instance gets one only once. Required.
+	Issued IssuedRecord
+}
+
+// IssuedRecord remembers, across restarts, which instance got a client certificate
+// through a bootstrap token, and through which CSR.
+type IssuedRecord interface {
+	// IssuedFor returns the CSR that claimed the instance, or "" when none did.
+	IssuedFor(ctx context.Context, instanceID string) (string, error)
+	// Claim records csrName for the instance unless another CSR holds it already, and
+	// returns the CSR that holds it after the call.
+	Claim(ctx context.Context, instanceID, csrName string) (string, error)
 }
 
 // Decision is the outcome for one CSR.
@@ -82,6 +117,9 @@ type Decision struct {
 	Approve bool
 	Reason  string
 	Message string
+	// ClaimInstance, on the approval of a bootstrap token's client CSR, is the instance
+	// the certificate is for: the signer claims it in the IssuedRecord before signing.
+	ClaimInstance string
 }
 
 func deny(reason, format string, args ...any) *Decision {
@@ -103,6 +141,9 @@ func (p *Policy) Decide(ctx context.Context, csr *certificatesv1.CertificateSign
 	}
 	if err := req.CheckSignature(); err != nil {
 		return deny(ReasonBadRequest, "the request's signature does not verify: %v", err), nil
+	}
+	if d := checkKey(req.PublicKey); d != nil {
+		return d, nil
 	}
 	maxExp := p.MaxExpiration
 	if maxExp == 0 {
@@ -136,6 +177,29 @@ func ParseRequest(data []byte) (*x509.CertificateRequest, error) {
 	return req, nil
 }
 
+// checkKey allows RSA keys of at least 2048 bits and ECDSA keys on P-256 or P-384, the
+// keys the kubelet generates; anything else is denied with a reason naming the key.
+func checkKey(pub any) *Decision {
+	const want = "want RSA of at least 2048 bits or ECDSA P-256/P-384"
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < minRSABits {
+			return deny(ReasonWeakKey, "RSA key of %d bits; %s", n, want)
+		}
+		return nil
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384():
+			return nil
+		}
+		return deny(ReasonWeakKey, "ECDSA key on curve %s; %s", k.Curve.Params().Name, want)
+	case ed25519.PublicKey:
+		return deny(ReasonWeakKey, "Ed25519 key; %s", want)
+	default:
+		return deny(ReasonWeakKey, "%T key; %s", pub, want)
+	}
+}
+
 func usageSet(us []certificatesv1.KeyUsage) []string {
 	out := make([]string, len(us))
 	for i, u := range us {
@@ -167,6 +231,14 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !usagesOK(csr.Spec.Usages, certificatesv1.UsageClientAuth) {
 		return deny(ReasonUsages, "usages %v are not a kubelet client certificate's ([client auth digital signature] or with key encipherment)", usageSet(csr.Spec.Usages)), nil
 	}
+	// A node that authenticates with an identity token gets a new token every 15
+	// minutes and never needs a client certificate; one would outlive the token by far.
+	// Bootstrap-token users (system:bootstrap:<id>) are in system:bootstrappers too,
+	// and renewing kubelets authenticate with their certificate, outside it.
+	user := csr.Spec.Username
+	if slices.Contains(csr.Spec.Groups, bootstrappersGroup) && !strings.HasPrefix(user, bootstrapUserPrefix) {
+		return deny(ReasonTokenRequester, "requester %q authenticated with a token, not a bootstrap token; nodes that authenticate with tokens get no client certificate", user), nil
+	}
 	sub, msg := subresourceNodeCli, MessageClient
 	if csr.Spec.Username == req.Subject.CommonName {
 		sub, msg = subresourceSelfCli, MessageSelfClient
@@ -178,7 +250,31 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !ok {
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
 	}
-	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
+	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
+	inst, d, err := p.runningInstance(ctx, node)
+	if d != nil || err != nil {
+		return d, err
+	}
+	if !strings.HasPrefix(user, bootstrapUserPrefix) {
+		return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
+	}
+	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
+	// gets a first client certificate only for a node that has none yet.
+	registered, err := p.NodeRegistered(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("looking up Node %s: %w", node, err)
+	}
+	if registered {
+		return deny(ReasonAlreadyJoined, "node %s is already registered; a bootstrap token cannot take it over", node), nil
+	}
+	holder, err := p.Issued.IssuedFor(ctx, inst.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the client certificates issued for instance %s: %w", inst.ID, err)
+	}
+	if holder != "" && holder != csr.Name {
+		return deny(ReasonAlreadyJoined, "instance %s of node %s already got a client certificate through a bootstrap token (CSR %s)", inst.ID, node, holder), nil
+	}
+	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg, ClaimInstance: inst.ID}, nil
 }
 
 func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {
@@ -203,20 +299,30 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 	if !ok {
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", user, subresourceSelfSrv), nil
 	}
-	inst, err := p.Inventory.InstanceForNode(ctx, node)
-	if errors.Is(err, inventory.ErrNotFound) {
-		return deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up the instance of node %s: %w", node, err)
-	}
-	if inst.State != "running" {
-		return deny(ReasonUnknownInstance, "instance %s of node %s is %s, not running", inst.ID, node, inst.State), nil
+	inst, d, err := p.runningInstance(ctx, node)
+	if d != nil || err != nil {
+		return d, err
 	}
 	if d := checkSANs(req, inst); d != nil {
 		return d, nil
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: MessageServing}, nil
+}
+
+// runningInstance returns the instance behind a node name, or a denial when there is
+// none or it is not running.
+func (p *Policy) runningInstance(ctx context.Context, node string) (*inventory.Instance, *Decision, error) {
+	inst, err := p.Inventory.InstanceForNode(ctx, node)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return nil, deny(ReasonUnknownInstance, "no instance is known for node %s", node), nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking up the instance of node %s: %w", node, err)
+	}
+	if inst.State != "running" {
+		return nil, deny(ReasonUnknownInstance, "instance %s of node %s is %s, not running", inst.ID, node, inst.State), nil
+	}
+	return inst, nil, nil
 }
 
 // checkSANs requires every DNS and IP subjectAltName to be one of the instance's own,

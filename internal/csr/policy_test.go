@@ -2,9 +2,12 @@ package csr
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -49,14 +52,19 @@ type reqSpec struct {
 	ips      []string
 	emails   []string
 	uris     []string
-	rawIPSAN []byte // an IP SAN written as these exact bytes
+	rawIPSAN []byte        // an IP SAN written as these exact bytes
+	key      crypto.Signer // the request's key; default a new P-256 key
 }
 
 func request(t *testing.T, s reqSpec) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	var key crypto.Signer = s.key
+	if key == nil {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
 	}
 	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cn, Organization: s.orgs}, DNSNames: s.dns, EmailAddresses: s.emails}
 	for _, ip := range s.ips {
@@ -160,40 +168,148 @@ func TestServingDecisions(t *testing.T) {
 }
 
 func TestClientDecisions(t *testing.T) {
-	client := func(user string, cn string, dns []string) *certificatesv1.CertificateSigningRequest {
+	bootstrappers := []string{"system:bootstrappers", "system:bootstrappers:workers", "system:authenticated"}
+	certNode := []string{"system:nodes", "system:authenticated"}
+	tokenNode := []string{"system:bootstrappers", "system:nodes", "system:authenticated"}
+	client := func(user string, groups []string, cn string, dns []string) *certificatesv1.CertificateSigningRequest {
 		return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request: request(t, reqSpec{cn: cn, orgs: []string{"system:nodes"}, dns: dns}), SignerName: SignerKubeletClient,
-			Usages: clientUsages, Username: user, Groups: []string{"system:bootstrappers"},
+			Usages: clientUsages, Username: user, Groups: groups,
 		}}
 	}
+	const (
+		cnA          = "system:node:" + nodeA
+		cnTerminated = "system:node:ip-198-18-0-13.us-west-2.compute.internal"
+	)
 	allowed := map[string]bool{}
+	issued := mapRecord{"i-0bbb": "csr-earlier"}
 	p := &Policy{Inventory: instances, Review: func(_ context.Context, c *certificatesv1.CertificateSigningRequest, sub string) (bool, error) {
 		return allowed[c.Spec.Username+"/"+sub], nil
-	}}
+	}, NodeRegistered: func(_ context.Context, name string) (bool, error) {
+		return name == "ip-198-18-0-12.us-west-2.compute.internal", nil
+	}, Issued: issued}
 	allowed["system:bootstrap:abcdef/nodeclient"] = true
-	allowed["system:node:a/selfnodeclient"] = true
+	allowed[cnA+"/selfnodeclient"] = true
+	allowed[cnA+"/nodeclient"] = true
+	allowed[cnTerminated+"/selfnodeclient"] = true
 	tests := []struct {
+		name           string
 		csr            *certificatesv1.CertificateSigningRequest
 		reason, substr string
 	}{
-		{client("system:bootstrap:abcdef", "system:node:a", nil), ReasonApproved, MessageClient},
-		{client("system:node:a", "system:node:a", nil), ReasonApproved, MessageSelfClient},
-		{client("system:bootstrap:zzzzzz", "system:node:a", nil), ReasonAccessReview, "system:bootstrap:zzzzzz may not create certificatesigningrequests/nodeclient"},
-		{client("system:bootstrap:abcdef", "system:node:a", []string{"a"}), ReasonSANs, "no subjectAltNames"},
-		{client("system:bootstrap:abcdef", "admin", nil), ReasonSubject, "does not begin with system:node:"},
-		{&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: SignerKubeletClient, Request: []byte("junk")}}, ReasonBadRequest, "not a PEM CERTIFICATE REQUEST"},
+		{"bootstrap token, first join", client("system:bootstrap:abcdef", bootstrappers, cnA, nil), ReasonApproved, MessageClient},
+		{"renewal with a client certificate", client(cnA, certNode, cnA, nil), ReasonApproved, MessageSelfClient},
+		{"bootstrap token without nodeclient", client("system:bootstrap:zzzzzz", bootstrappers, cnA, nil), ReasonAccessReview, "system:bootstrap:zzzzzz may not create certificatesigningrequests/nodeclient"},
+		{"SANs", client("system:bootstrap:abcdef", bootstrappers, cnA, []string{"a"}), ReasonSANs, "no subjectAltNames"},
+		{"not a node CN", client("system:bootstrap:abcdef", bootstrappers, "admin", nil), ReasonSubject, "does not begin with system:node:"},
+		{"junk", &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: SignerKubeletClient, Request: []byte("junk")}}, ReasonBadRequest, "not a PEM CERTIFICATE REQUEST"},
+		// Finding 4: a node authenticated by an identity token is in
+		// system:bootstrappers but is not a bootstrap-token user.
+		{"identity-token node, own name", client(cnA, tokenNode, cnA, nil), ReasonTokenRequester, `requester "system:node:` + nodeA + `" authenticated with a token, not a bootstrap token; nodes that authenticate with tokens get no client certificate`},
+		{"identity-token node, another name", client(cnA, tokenNode, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil), ReasonTokenRequester, "authenticated with a token"},
+		// Finding 4: every client CSR names a running instance.
+		{"bootstrap token, unknown node", client("system:bootstrap:abcdef", bootstrappers, "system:node:ghost", nil), ReasonUnknownInstance, "no instance is known for node ghost"},
+		{"bootstrap token, terminated instance", client("system:bootstrap:abcdef", bootstrappers, cnTerminated, nil), ReasonUnknownInstance, "instance i-0ccc of node ip-198-18-0-13.us-west-2.compute.internal is terminated, not running"},
+		{"renewal, terminated instance", client(cnTerminated, certNode, cnTerminated, nil), ReasonUnknownInstance, "is terminated, not running"},
+		// Finding 3: a bootstrap token takes over no node.
+		{"bootstrap token, registered node", client("system:bootstrap:abcdef", bootstrappers, "system:node:ip-198-18-0-12.us-west-2.compute.internal", nil), ReasonAlreadyJoined,
+			"node ip-198-18-0-12.us-west-2.compute.internal is already registered; a bootstrap token cannot take it over"},
 	}
 	for _, tt := range tests {
 		d, err := p.Decide(t.Context(), tt.csr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) {
-			t.Errorf("%s: decision = %+v, want %s %q", tt.csr.Spec.Username, d, tt.reason, tt.substr)
+		if d.Reason != tt.reason || !strings.Contains(d.Message, tt.substr) || d.Approve != (tt.reason == ReasonApproved) {
+			t.Errorf("%s: decision = %+v, want %s %q", tt.name, d, tt.reason, tt.substr)
 		}
+	}
+	// Once instance i-0aaa got its client certificate through a bootstrap token, the
+	// token gets no second one; the kubelet renews with its certificate.
+	issued["i-0aaa"] = "csr-first"
+	again := client("system:bootstrap:abcdef", bootstrappers, cnA, nil)
+	again.Name = "csr-again"
+	if d, err := p.Decide(t.Context(), again); err != nil || d.Reason != ReasonAlreadyJoined ||
+		d.Message != "instance i-0aaa of node "+nodeA+" already got a client certificate through a bootstrap token (CSR csr-first)" {
+		t.Errorf("second bootstrap client CSR: %+v, %v", d, err)
+	}
+	if d, err := p.Decide(t.Context(), client(cnA, certNode, cnA, nil)); err != nil || !d.Approve {
+		t.Errorf("renewal after a bootstrap-token certificate: %+v, %v", d, err)
 	}
 	other := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "example.com/other"}}
 	if d, err := p.Decide(t.Context(), other); d != nil || err != nil {
 		t.Errorf("other signer: %+v, %v; want left alone", d, err)
 	}
+}
+
+// Only RSA keys of at least 2048 bits and ECDSA keys on P-256 or P-384 are certified,
+// for both signers; the denial names the key.
+func TestKeyStrength(t *testing.T) {
+	mustKey := func(k crypto.Signer, err error) crypto.Signer {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "; want RSA of at least 2048 bits or ECDSA P-256/P-384"
+	tests := []struct {
+		name string
+		key  crypto.Signer
+		msg  string // "" approves
+	}{
+		{"RSA 1024", mustKey(rsa.GenerateKey(rand.Reader, 1024)), "RSA key of 1024 bits" + want},
+		{"RSA 2047", mustKey(rsa.GenerateKey(rand.Reader, 2047)), "RSA key of 2047 bits" + want},
+		{"RSA 2048", mustKey(rsa.GenerateKey(rand.Reader, 2048)), ""},
+		{"P-224", mustKey(ecdsa.GenerateKey(elliptic.P224(), rand.Reader)), "ECDSA key on curve P-224" + want},
+		{"P-256", mustKey(ecdsa.GenerateKey(elliptic.P256(), rand.Reader)), ""},
+		{"P-384", mustKey(ecdsa.GenerateKey(elliptic.P384(), rand.Reader)), ""},
+		{"P-521", mustKey(ecdsa.GenerateKey(elliptic.P521(), rand.Reader)), "ECDSA key on curve P-521" + want},
+		{"Ed25519", edKey, "Ed25519 key" + want},
+	}
+	user := "system:node:" + nodeA
+	p := &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+		return true, nil
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			serving := servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}, key: tt.key})
+			client := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    request(t, reqSpec{cn: user, orgs: []string{"system:nodes"}, key: tt.key}),
+				SignerName: SignerKubeletClient, Usages: clientUsages, Username: user, Groups: []string{"system:nodes"},
+			}}
+			for _, c := range []*certificatesv1.CertificateSigningRequest{serving, client} {
+				d, err := p.Decide(t.Context(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.msg == "" {
+					if !d.Approve {
+						t.Errorf("%s: %+v, want approved", c.Spec.SignerName, d)
+					}
+					continue
+				}
+				if d.Approve || d.Reason != ReasonWeakKey || d.Message != tt.msg {
+					t.Errorf("%s: %+v, want denied %s %q", c.Spec.SignerName, d, ReasonWeakKey, tt.msg)
+				}
+			}
+		})
+	}
+}
+
+// mapRecord is an IssuedRecord in memory.
+type mapRecord map[string]string
+
+func (m mapRecord) IssuedFor(_ context.Context, id string) (string, error) { return m[id], nil }
+
+func (m mapRecord) Claim(_ context.Context, id, csrName string) (string, error) {
+	if h := m[id]; h != "" {
+		return h, nil
+	}
+	m[id] = csrName
+	return csrName, nil
 }

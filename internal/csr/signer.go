@@ -25,12 +25,19 @@ type Signer struct {
 	Duration time.Duration
 	// MaxDuration bounds expirationSeconds. Default one year.
 	MaxDuration time.Duration
+	// ClientMaxDuration bounds kubelet client certificates further, whatever the CSR
+	// asks: the kubelet rotates its client certificate long before it expires, and a
+	// stolen one should not outlive a day. Default DefaultClientMaxDuration.
+	ClientMaxDuration time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
 
 // backdate allows for clocks that lag the signer's.
 const backdate = 5 * time.Minute
+
+// DefaultClientMaxDuration is the default longest lifetime of a kubelet client certificate.
+const DefaultClientMaxDuration = 24 * time.Hour
 
 // minDuration is the shortest lifetime the API lets a CSR ask for.
 const minDuration = 10 * time.Minute
@@ -86,6 +93,9 @@ func (s *Signer) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, er
 		return nil, fmt.Errorf("the signing CA expired on %s", ca.Cert.NotAfter.Format(time.RFC3339))
 	}
 	ttl := s.lifetime(csr.Spec.ExpirationSeconds)
+	if csr.Spec.SignerName == SignerKubeletClient {
+		ttl = min(ttl, s.clientMax())
+	}
 	notAfter := t.Add(ttl)
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter
@@ -131,6 +141,13 @@ func (s *Signer) lifetime(expirationSeconds *int32) time.Duration {
 		ttl = time.Duration(*expirationSeconds) * time.Second
 	}
 	return min(max(ttl, minDuration), maxD)
+}
+
+func (s *Signer) clientMax() time.Duration {
+	if s.ClientMaxDuration > 0 {
+		return max(s.ClientMaxDuration, minDuration)
+	}
+	return DefaultClientMaxDuration
 }
 
 func usages(us []certificatesv1.KeyUsage) (x509.KeyUsage, []x509.ExtKeyUsage, error) {

@@ -85,3 +85,59 @@ func TestLifetimeBounds(t *testing.T) {
 		}
 	}
 }
+
+// Kubelet client certificates live at most a day by default, whatever the CSR asks;
+// serving certificates keep the general maximum.
+func TestClientCertificateLifetimeCap(t *testing.T) {
+	ca, err := pki.NewCA("cluster", 2*365*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	user := "system:node:" + nodeA
+	year := int32(365 * 24 * 3600)
+	for _, tt := range []struct {
+		name      string
+		clientMax time.Duration
+		expSecs   *int32
+		want      time.Duration
+	}{
+		{"default, no expirationSeconds", 0, nil, 24 * time.Hour},
+		{"default, a year asked", 0, &year, 24 * time.Hour},
+		{"configured 2h", 2 * time.Hour, &year, 2 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Signer{CA: ca, ClientMaxDuration: tt.clientMax, Now: func() time.Time { return now }}
+			c := approved(&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request: request(t, reqSpec{cn: user, orgs: []string{"system:nodes"}}), SignerName: SignerKubeletClient,
+				Usages: clientUsages, Username: user, ExpirationSeconds: tt.expSecs,
+			}})
+			certPEM, err := s.Sign(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert, err := pki.ParseCert(certPEM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cert.NotAfter.Sub(now); got != tt.want {
+				t.Errorf("client certificate lifetime %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// Serving certificates are not capped by the client maximum.
+	s := &Signer{CA: ca, Now: func() time.Time { return now }}
+	c := approved(servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}}))
+	c.Spec.ExpirationSeconds = &year
+	certPEM, err := s.Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cert.NotAfter.Sub(now); got != 365*24*time.Hour {
+		t.Errorf("serving certificate lifetime %v, want a year", got)
+	}
+}

@@ -323,8 +323,9 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 	rec := mgr.GetEventRecorder(Component)
 	if cfg.Signer != nil {
 		c := &csr.Controller{
-			Client:   client,
-			Policy:   &csr.Policy{Inventory: cfg.Nodes, Review: csr.NewAccessReview(client), MaxExpiration: cfg.MaxExpiration},
+			Client: client,
+			Policy: &csr.Policy{Inventory: cfg.Nodes, Review: csr.NewAccessReview(client), MaxExpiration: cfg.MaxExpiration,
+				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client}},
 			Signer:   cfg.Signer,
 			Log:      cfg.Log,
 			Metrics:  csr.NewMetrics(cfg.Registry),

@@ -24,6 +24,9 @@ const (
 	ControllerRole       = "nodejoin:controller"
 	// LeaseName is the leader-election Lease in kube-system.
 	LeaseName = "nodejoin-controller"
+	// IssuedConfigMapName is the kube-system ConfigMap recording the instances that got
+	// a client certificate through a bootstrap token (csr.IssuedConfigMapName).
+	IssuedConfigMapName = "nodejoin-bootstrap-client-certificates"
 )
 
 // ServiceAccount is the controller's identity when deployed from deploy/.
@@ -81,6 +84,9 @@ func For(controller *rbacv1.Subject) Objects {
 				rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 				rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"get", "list", "watch"}},
+				// Whether a Node is registered already: a bootstrap token's client CSR
+				// for one is denied. Read only.
+				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 			),
 		},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
@@ -101,9 +107,17 @@ func For(controller *rbacv1.Subject) Objects {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{LeaseName}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"aws-auth"}, Verbs: []string{"get"}},
-			// Bootstrap tokens: minted per node group, expired ones deleted. Secrets
-			// cannot be limited by type, so this is kube-system's Secrets.
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "create", "delete"}},
+			// The record of instances that got a client certificate through a bootstrap
+			// token: created on first use (create cannot be limited to a name), then
+			// read and updated by name only.
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{IssuedConfigMapName}, Verbs: []string{"get", "update"}},
+			// Expired bootstrap tokens are deleted (bootstraptoken.Clean, which lists
+			// with a field selector on the token type). The controller mints none
+			// (operators do, with their own rights), so it cannot create Secrets. RBAC
+			// cannot limit a rule by field selector, and token Secrets' names are
+			// random, so list and delete cover kube-system's Secrets.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "delete"}},
 		},
 	}}
 	o.RoleBindings = []*rbacv1.RoleBinding{{

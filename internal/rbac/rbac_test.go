@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
@@ -54,7 +56,10 @@ func TestControllerRolesAreLeastPrivilege(t *testing.T) {
 				}
 			}
 			for _, res := range rule.Resources {
-				if res == "*" || res == "secrets" || res == "nodes" {
+				if res == "nodes" && (len(rule.Verbs) != 1 || rule.Verbs[0] != "get") {
+					t.Errorf("ClusterRole %s grants %v on nodes; only get is needed", r.Name, rule.Verbs)
+				}
+				if res == "*" || res == "secrets" {
 					t.Errorf("ClusterRole %s grants %v on %s cluster-wide", r.Name, rule.Verbs, res)
 				}
 			}
@@ -62,5 +67,101 @@ func TestControllerRolesAreLeastPrivilege(t *testing.T) {
 	}
 	if len(o.Roles) != 1 || o.Roles[0].Namespace != "kube-system" {
 		t.Fatalf("want one Role in kube-system, got %+v", o.Roles)
+	}
+}
+
+// grant is one verb on one resource (one name of it, when limited) in one API group.
+type grant struct{ scope, group, resource, name, verb string }
+
+// usedByTheController lists every right the controller's code uses; a role granting
+// anything else fails TestControllerRolesGrantOnlyWhatTheCodeUses. Add a right here
+// only together with the code that needs it, saying where.
+var usedByTheController = map[grant]string{
+	// internal/csr: the controller-runtime cache lists and watches CSRs; decisions are
+	// written to the approval subresource, certificates and Failed to status.
+	{"cluster", "certificates.k8s.io", "certificatesigningrequests", "", "get"}:             "csr cache",
+	{"cluster", "certificates.k8s.io", "certificatesigningrequests", "", "list"}:            "csr cache",
+	{"cluster", "certificates.k8s.io", "certificatesigningrequests", "", "watch"}:           "csr cache",
+	{"cluster", "certificates.k8s.io", "certificatesigningrequests/approval", "", "update"}: "csr.Controller.Settle UpdateApproval",
+	{"cluster", "certificates.k8s.io", "certificatesigningrequests/status", "", "update"}:   "csr.Controller.Settle UpdateStatus",
+	// The API server requires approve/sign on the signer for those writes.
+	{"cluster", "certificates.k8s.io", "signers", "kubernetes.io/kubelet-serving", "approve"}:               "approval",
+	{"cluster", "certificates.k8s.io", "signers", "kubernetes.io/kubelet-serving", "sign"}:                  "issuance",
+	{"cluster", "certificates.k8s.io", "signers", "kubernetes.io/kube-apiserver-client-kubelet", "approve"}: "approval",
+	{"cluster", "certificates.k8s.io", "signers", "kubernetes.io/kube-apiserver-client-kubelet", "sign"}:    "issuance",
+	// csr.NewAccessReview.
+	{"cluster", "authorization.k8s.io", "subjectaccessreviews", "", "create"}: "csr.NewAccessReview",
+	// The event recorders (core and events.k8s.io, create and patch for aggregation).
+	{"cluster", "", "events", "", "create"}:              "events",
+	{"cluster", "", "events", "", "patch"}:               "events",
+	{"cluster", "events.k8s.io", "events", "", "create"}: "events",
+	{"cluster", "events.k8s.io", "events", "", "patch"}:  "events",
+	// manager.newAccessEntries: an informer on NodeAccessEntries.
+	{"cluster", "nodejoin.io", "nodeaccessentries", "", "get"}:   "entries cache",
+	{"cluster", "nodejoin.io", "nodeaccessentries", "", "list"}:  "entries cache",
+	{"cluster", "nodejoin.io", "nodeaccessentries", "", "watch"}: "entries cache",
+	// csr.NewNodeRegistered: is the Node of a bootstrap client CSR registered.
+	{"cluster", "", "nodes", "", "get"}: "csr.NewNodeRegistered",
+	// kube-system: leader election creates the Lease, then reads and renews it by name.
+	{"kube-system", "coordination.k8s.io", "leases", "", "create"}:                    "leader election",
+	{"kube-system", "coordination.k8s.io", "leases", "nodejoin-controller", "get"}:    "leader election",
+	{"kube-system", "coordination.k8s.io", "leases", "nodejoin-controller", "update"}: "leader election",
+	// manager.awsAuth reads aws-auth by name.
+	{"kube-system", "", "configmaps", "aws-auth", "get"}: "manager.awsAuth",
+	// csr.ConfigMapRecord: created on first use (create cannot name a resource), then
+	// read and updated by name.
+	{"kube-system", "", "configmaps", "", "create"}:                                       "csr.ConfigMapRecord.Claim",
+	{"kube-system", "", "configmaps", "nodejoin-bootstrap-client-certificates", "get"}:    "csr.ConfigMapRecord",
+	{"kube-system", "", "configmaps", "nodejoin-bootstrap-client-certificates", "update"}: "csr.ConfigMapRecord.Claim",
+	// bootstraptoken.Clean lists token Secrets and deletes expired ones (no create:
+	// the controller mints no tokens).
+	{"kube-system", "", "secrets", "", "list"}:   "bootstraptoken.Clean",
+	{"kube-system", "", "secrets", "", "delete"}: "bootstraptoken.Clean",
+}
+
+func grants(scope string, rules []rbacv1.PolicyRule) []grant {
+	var out []grant
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, n := range names {
+					for _, v := range r.Verbs {
+						out = append(out, grant{scope, g, res, n, v})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The controller's roles grant exactly the rights its code uses: nothing more (a new
+// right must be listed in usedByTheController with its reason), nothing left over.
+func TestControllerRolesGrantOnlyWhatTheCodeUses(t *testing.T) {
+	o := For(&ServiceAccount)
+	var got []grant
+	for _, r := range o.ClusterRoles {
+		if r.Name == ControllerRole {
+			got = append(got, grants("cluster", r.Rules)...)
+		}
+	}
+	for _, r := range o.Roles {
+		got = append(got, grants(r.Namespace, r.Rules)...)
+	}
+	seen := map[grant]bool{}
+	for _, g := range got {
+		if _, ok := usedByTheController[g]; !ok {
+			t.Errorf("the controller's roles grant %+v, which its code does not use", g)
+		}
+		seen[g] = true
+	}
+	for g := range usedByTheController {
+		if !seen[g] {
+			t.Errorf("the controller's roles lack %+v (%s)", g, usedByTheController[g])
+		}
 	}
 }

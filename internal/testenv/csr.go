@@ -52,7 +52,7 @@ func CreateCSR(t testing.TB, client kubernetes.Interface, name, signer string, r
 	}
 }
 
-// Settled waits until the CSR is denied, or approved and issued, and returns it.
+// Settled waits until the CSR is denied or failed, or approved and issued, and returns it.
 func Settled(t testing.TB, client kubernetes.Interface, name string) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	var out *certificatesv1.CertificateSigningRequest
@@ -63,7 +63,7 @@ func Settled(t testing.TB, client kubernetes.Interface, name string) *certificat
 		}
 		out = c
 		for _, cond := range c.Status.Conditions {
-			if cond.Type == certificatesv1.CertificateDenied {
+			if cond.Type == certificatesv1.CertificateDenied || cond.Type == certificatesv1.CertificateFailed {
 				return true, nil
 			}
 		}

@@ -51,6 +51,7 @@ type options struct {
 	caCert, caKey            string
 	servingCACert, servingCA string
 	maxExpiration, duration  time.Duration
+	clientMaxDuration        time.Duration
 
 	// Webhook.
 	webhookListen, tlsCert, tlsKey string
@@ -99,6 +100,7 @@ func runCommand() *cobra.Command {
 	f.StringVar(&o.servingCA, "serving-ca-key", "", "its private key")
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
 	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
+	f.DurationVar(&o.clientMaxDuration, "client-cert-max-duration", csr.DefaultClientMaxDuration, "longest lifetime of a kubelet client certificate, whatever its CSR asks (the kubelet rotates it well before)")
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
 	f.IntVar(&o.csrWorkers, "csr-workers", manager.DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "run the CSR controller only while holding the nodejoin-controller Lease")
@@ -195,7 +197,7 @@ func (o *options) signer() (*csr.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &csr.Signer{CA: ca, Duration: o.duration, MaxDuration: o.maxExpiration}
+	s := &csr.Signer{CA: ca, Duration: o.duration, MaxDuration: o.maxExpiration, ClientMaxDuration: o.clientMaxDuration}
 	if o.servingCACert != "" {
 		if s.ServingCA, err = pki.LoadCA(o.servingCACert, o.servingCA); err != nil {
 			return nil, err
