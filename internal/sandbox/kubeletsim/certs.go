@@ -100,11 +100,26 @@ func (k *Kubelet) credentials(ctx context.Context) (*credentials, error) {
 		}
 		return &credentials{rest: cfg}, nil
 	}
+	if kept := k.cfg.ClientCertificate; kept != nil && kept.Leaf != nil && time.Now().Before(kept.Leaf.NotAfter) {
+		return k.certificateCredentials(kept)
+	}
 	cert, err := k.bootstrap(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return k.certificateCredentials(cert)
+}
+
+// ClientCertificate returns the node's current client certificate (bootstrap tokens
+// only; nil before it has one), for a later run to keep (Config.ClientCertificate).
+func (k *Kubelet) ClientCertificate() *tls.Certificate {
+	k.mu.Lock()
+	c := k.creds
+	k.mu.Unlock()
+	if c != nil && c.conns != nil {
+		return c.cert.Load()
+	}
+	return nil
 }
 
 // certificateCredentials builds a transport whose TLS client certificate is read at

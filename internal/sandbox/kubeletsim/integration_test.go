@@ -728,9 +728,19 @@ func TestRestartTakesOverTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.stop()
+	kept := k.ClientCertificate()
+	if kept == nil {
+		t.Fatal("the first process has no client certificate to keep")
+	}
 
+	// The new process keeps the client certificate, as the kubelet keeps
+	// kubelet-client-current.pem: bootstrapping again is denied for a registered node.
 	second := newSims(t)
-	k2 := second.start(cp, in, func(c *Config) { change(c); c.Labels = map[string]string{"eks.amazonaws.com/nodegroup": "workers-v2"} })
+	k2 := second.start(cp, in, func(c *Config) {
+		change(c)
+		c.ClientCertificate = kept
+		c.Labels = map[string]string{"eks.amazonaws.com/nodegroup": "workers-v2"}
+	})
 	eventually(t, "joined again", func() (bool, error) { return joined(k2), nil })
 	after, err := admin.CoreV1().Nodes().Get(ctx, in.node, metav1.GetOptions{})
 	if err != nil {

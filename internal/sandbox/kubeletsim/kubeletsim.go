@@ -16,6 +16,7 @@ package kubeletsim
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -91,6 +92,11 @@ type Config struct {
 	// kubernetes.io/kube-apiserver-client-kubelet CSR and rotate it.
 	Exec           *clientcmdapi.ExecConfig
 	BootstrapToken string
+	// ClientCertificate, with BootstrapToken, is a client certificate kept from an
+	// earlier run of this node, as the kubelet keeps kubelet-client-current.pem: while
+	// it is valid it is used instead of bootstrapping again (a registered node's
+	// bootstrap CSR is denied). Kubelet.ClientCertificate returns the current one.
+	ClientCertificate *tls.Certificate
 
 	// LeaseDuration is the node Lease's duration; it is renewed every quarter of it.
 	// Default 40s.
@@ -376,7 +382,9 @@ func (k *Kubelet) run(ctx context.Context) error {
 	if err != nil {
 		return unlessStopped(ctx, err)
 	}
+	k.mu.Lock()
 	k.creds = creds
+	k.mu.Unlock()
 	client, err := kubernetes.NewForConfig(creds.rest)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", k.cfg.NodeName, err)
