@@ -66,6 +66,16 @@ var assumedRoleRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):sts::(\d{12
 // Verify checks the token's form, then asks STS — with this cluster's name in the
 // x-k8s-aws-id header, so a token minted for another cluster fails its signature.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
+	req, err := v.Parse(token)
+	if err != nil {
+		return nil, err
+	}
+	return v.VerifyRequest(ctx, req)
+}
+
+// Parse checks a token's form only (free: no network); the error wraps ErrDenied and
+// an *identity.FormatError.
+func (v *Verifier) Parse(token string) (*identity.Request, error) {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
@@ -78,6 +88,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDenied, err)
 	}
+	return req, nil
+}
+
+// VerifyRequest asks STS who signed a request that Parse accepted.
+func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*Caller, error) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL.String(), nil)
 	if err != nil {
 		return nil, err
