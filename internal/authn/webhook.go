@@ -227,7 +227,8 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 
 // ServeHTTP implements the webhook: POST a TokenReview, get it back with its status.
 // A denial is an answer (200, authenticated: false, with the reason); STS throttling is
-// 429 so that kube-apiserver retries. Tokens are never logged.
+// 429 and any other failure (STS unreachable or 5xx, the inventory failing) 500, both of
+// which kube-apiserver's webhook authenticator retries. Tokens are never logged.
 func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w.init()
 	if r.Method != http.MethodPost {
@@ -258,9 +259,15 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		status = http.StatusTooManyRequests
 		out.Status.Error = err.Error()
 		w.Log.Warn("token review throttled")
-	default:
+	case errors.Is(err, ErrDenied):
 		out.Status.Error = err.Error()
 		w.Log.Info("token denied", "reason", err.Error(), "latency", time.Since(start))
+	default:
+		// STS or the inventory failed: 500, which kube-apiserver retries. The errors name
+		// hosts and causes only (never a token or presigned URL).
+		status = http.StatusInternalServerError
+		out.Status.Error = err.Error()
+		w.Log.Warn("token review failed", "err", err.Error(), "latency", time.Since(start))
 	}
 	if w.Metrics != nil {
 		outcome := "authenticated"

@@ -65,6 +65,9 @@ func (f *stsFixture) mint(t *testing.T, c localcloud.Credentials) string {
 	return tok
 }
 
+// sessionTokenMark starts the session token of every forged token.
+const sessionTokenMark = "IQoJb3JpZ2luX2VjSESSIONTOKEN"
+
 // forged returns a well-formed token for host whose signature STS will refuse.
 func forged(host, accessKey string, n int) string {
 	q := url.Values{
@@ -72,6 +75,7 @@ func forged(host, accessKey string, n int) string {
 		"X-Amz-Credential": {accessKey + "/" + time.Now().UTC().Format("20060102") + "/us-west-2/sts/aws4_request"},
 		"X-Amz-Date":       {time.Now().UTC().Format("20060102T150405Z")}, "X-Amz-Expires": {"60"},
 		"X-Amz-SignedHeaders": {"host;x-k8s-aws-id"}, "X-Amz-Signature": {fmt.Sprintf("%064x", n)},
+		"X-Amz-Security-Token": {fmt.Sprintf("%s%d", sessionTokenMark, n)},
 	}
 	return identity.Prefix + base64.RawURLEncoding.EncodeToString([]byte("https://"+host+"/?"+q.Encode()))
 }
