@@ -158,10 +158,44 @@ func instanceOf(ctx context.Context, c *Caller, instances Instances) (*inventory
 	switch {
 	case inst.State != "running":
 		return nil, denied("instance %s is %s, not running", inst.ID, inst.State)
-	case inst.Role != c.Role:
-		return nil, denied("instance %s has role %q, not the token's role %q", inst.ID, inst.Role, c.Role)
 	case inst.PrivateDNSName == "":
 		return nil, denied("instance %s has no private DNS name", inst.ID)
 	}
+	if err := sameRole(c, inst); err != nil {
+		return nil, err
+	}
 	return inst, nil
+}
+
+// iamRoleARNRE is an IAM role ARN: partition, account, and the name after any path.
+var iamRoleARNRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*([\w+=,.@-]+)$`)
+
+// sameRole checks that the instance's instance profile carries the token's role: the
+// same partition, account and role name. An assumed-role ARN does not carry the role's
+// path, so the path of the instance's role ARN is not compared; a role name is unique
+// within its account whatever the path, so partition, account and name name one role.
+// With only the instance's account known (a file inventory without roleArn), the account
+// and the role name are compared; with neither, nothing can be and the token is denied.
+func sameRole(c *Caller, inst *inventory.Instance) error {
+	partition := ""
+	if parts := strings.SplitN(c.CanonicalARN, ":", 3); len(parts) == 3 {
+		partition = parts[1]
+	}
+	if inst.AccountID != "" && inst.AccountID != c.Account {
+		return denied("instance %s belongs to account %s, not the token's account %s", inst.ID, inst.AccountID, c.Account)
+	}
+	switch {
+	case inst.RoleARN != "":
+		m := iamRoleARNRE.FindStringSubmatch(inst.RoleARN)
+		if m == nil || m[1] != partition || m[2] != c.Account || m[3] != c.Role {
+			return denied("instance %s has role %s, not the token's role %s", inst.ID, inst.RoleARN, c.CanonicalARN)
+		}
+	case inst.AccountID != "":
+		if inst.Role != c.Role {
+			return denied("instance %s has role %q, not the token's role %q", inst.ID, inst.Role, c.Role)
+		}
+	default:
+		return denied("the inventory says neither the account nor the role ARN of instance %s, so the token's role %s cannot be matched", inst.ID, c.CanonicalARN)
+	}
+	return nil
 }
