@@ -61,8 +61,8 @@ func TestAccessEntryMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	instances := instanceMap{
-		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
-		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
+		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", AccountID: "111122223333", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
+		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", AccountID: "111122223333", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
 	}
 	u, err := Map(t.Context(), caller("workers", "i-0aaaaaaaaaaaaaaaa"), mappings, instances)
 	if err != nil {
