@@ -209,11 +209,17 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	if err != nil {
 		return nil, err
 	}
-	mappings, err := w.Mappings(ctx)
-	if err != nil {
-		return nil, err
+	// A source of mappings that fails (aws-auth unreadable) does not stop the others:
+	// its error is returned only for a role nothing else maps.
+	mappings, mapErr := w.Mappings(ctx)
+	if mapErr != nil && len(mappings) == 0 {
+		return nil, mapErr
 	}
 	user, err := Map(ctx, caller, mappings, w.Instances)
+	var unmapped unmappedError
+	if mapErr != nil && errors.As(err, &unmapped) {
+		return nil, mapErr
+	}
 	if err != nil {
 		return nil, err
 	}
