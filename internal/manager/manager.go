@@ -441,9 +441,22 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 		cfg.Log.Warn("the NodeAccessEntry CRD is not installed: only aws-auth maps roles until it is installed and this process restarts")
 	}
 	metrics := authn.NewMetrics(cfg.Registry)
+	awsAuthMappings := awsAuth(client, cfg.Log, metrics)
+	switch watch, err := canWatchAWSAuth(ctx, client); {
+	case err != nil:
+		return nil, err
+	case watch:
+		c := newAWSAuthCache(client, cfg.Log, metrics)
+		if err := mgr.Add(c); err != nil {
+			return nil, err
+		}
+		awsAuthMappings = c.Mappings
+	default:
+		cfg.Log.Warn("the controller may not list and watch aws-auth and ClusterRoleBindings: aws-auth is read per review, and groups bound to cluster-admin are not refused")
+	}
 	w := &authn.Webhook{
 		Verifier:   cfg.Verifier,
-		Mappings:   authn.Combine(entryMappings, awsAuth(client, cfg.Log, metrics)),
+		Mappings:   authn.Combine(entryMappings, awsAuthMappings),
 		Instances:  cfg.Instances,
 		Log:        cfg.Log,
 		Metrics:    metrics,
