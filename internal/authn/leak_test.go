@@ -23,7 +23,8 @@ import (
 // error (HTTP 500 to kube-apiserver), never a denial, and no error, log line or
 // TokenReview status carries the token's signature, session token or query.
 func TestSTSFailuresNeverLeakTheToken(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	closed, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestSTSFailuresNeverLeakTheToken(t *testing.T) {
 			_, _ = fmt.Fprintf(rw, `<ErrorResponse><Error><Code>InternalFailure</Code><Message>%s</Message></Error></ErrorResponse>`, html.EscapeString(r.URL.String()))
 		})
 	}
-	slow := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	slow := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(5 * time.Second):
@@ -91,7 +92,11 @@ func TestSTSFailuresNeverLeakTheToken(t *testing.T) {
 			_, aerr := w.Authenticate(t.Context(), token)
 			srv := httptest.NewServer(w)
 			defer srv.Close()
-			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"}}`))
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
