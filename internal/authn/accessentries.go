@@ -36,7 +36,8 @@ func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(nam
 
 // Combine returns the mappings of access entries and of aws-auth together. As with EKS's
 // API_AND_CONFIG_MAP mode, an access entry wins over an aws-auth mapping of the same role.
-// Either source may be nil.
+// Either source may be nil. When aws-auth cannot be read, the entries' mappings are
+// returned with the error.
 func Combine(entries, awsAuth func(ctx context.Context) ([]RoleMapping, error)) func(ctx context.Context) ([]RoleMapping, error) {
 	return func(ctx context.Context) ([]RoleMapping, error) {
 		var fromEntries, fromConfigMap []RoleMapping
@@ -48,7 +49,9 @@ func Combine(entries, awsAuth func(ctx context.Context) ([]RoleMapping, error)) 
 		}
 		if awsAuth != nil {
 			if fromConfigMap, err = awsAuth(ctx); err != nil {
-				return nil, fmt.Errorf("reading aws-auth: %w", err)
+				// The entries still map their roles: a role only aws-auth could map gets
+				// this (retryable) error rather than a denial; see Webhook.Authenticate.
+				return fromEntries, fmt.Errorf("reading aws-auth: %w", err)
 			}
 		}
 		covered := map[string]bool{}

@@ -61,8 +61,8 @@ func TestAccessEntryMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	instances := instanceMap{
-		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
-		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
+		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", AccountID: "111122223333", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
+		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", AccountID: "111122223333", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
 	}
 	u, err := Map(t.Context(), caller("workers", "i-0aaaaaaaaaaaaaaaa"), mappings, instances)
 	if err != nil {
@@ -93,5 +93,76 @@ func TestCombineReportsSourceErrors(t *testing.T) {
 	}
 	if _, err := Combine(nil, failing)(t.Context()); err == nil || !strings.Contains(err.Error(), "reading aws-auth: boom") {
 		t.Errorf("aws-auth failing: %v", err)
+	}
+}
+
+// A malformed aws-auth is reported and skipped: the nodes access entries admit still
+// get in. Mappings granting system: groups other than the node groups, templated groups,
+// or groups bound to cluster-admin are refused with the reason.
+func TestAWSAuthNeverBlocksAccessEntries(t *testing.T) {
+	entries := func(context.Context) ([]RoleMapping, error) {
+		return EntryMappings([]*nodejoinv1alpha1.NodeAccessEntry{entry("workers", "arn:aws:iam::111122223333:role/workers")}, nil), nil
+	}
+	instances := instanceMap{
+		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", AccountID: "111122223333", Role: "workers", PrivateDNSName: "ip-198-18-0-11.local.internal"},
+		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", AccountID: "111122223333", Role: "legacy", PrivateDNSName: "ip-198-18-0-12.local.internal"},
+	}
+	admin := func(context.Context) (map[string]string, error) {
+		return map[string]string{"ops-admins": "ops-are-admins"}, nil
+	}
+	for _, tc := range []struct {
+		name, mapRoles string
+		// reported is what Invalid is told; legacy the denial of the legacy role ("" admitted).
+		reported, legacy string
+	}{
+		{"malformed YAML", "- rolearn: [unclosed", "mapRoles does not parse", "role arn:aws:iam::111122223333:role/legacy has no access entry or aws-auth mapping"},
+		{"an unknown field", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  usernme: x\n", "mapRoles does not parse", "has no access entry or aws-auth mapping"},
+		{"an entry without a username", "- rolearn: arn:aws:iam::111122223333:role/other\n- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:nodes]\n",
+			"mapRoles[0]: rolearn and username are required; entry skipped", ""},
+		{"system:masters", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:nodes, system:masters]\n",
+			"aws-auth mapRoles[0] grants group system:masters, a system: group other than system:bootstrappers and system:nodes",
+			"the mapping of role arn:aws:iam::111122223333:role/legacy is refused: aws-auth mapRoles[0] grants group system:masters, a system: group other than system:bootstrappers and system:nodes"},
+		{"system:authenticated", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:authenticated]\n",
+			"grants group system:authenticated, a system: group other than", "is refused: aws-auth mapRoles[0] grants group system:authenticated"},
+		{"system:node-proxier", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:node-proxier]\n",
+			"grants group system:node-proxier, a system: group other than", "is refused: aws-auth mapRoles[0] grants group system:node-proxier"},
+		{"a group bound to cluster-admin", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:nodes, ops-admins]\n",
+			"grants group ops-admins, which is bound to cluster-admin by ClusterRoleBinding ops-are-admins", "is refused: aws-auth mapRoles[0] grants group ops-admins, which is bound to cluster-admin"},
+		{"a templated group", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: ['{{SessionName}}']\n",
+			"grants group {{SessionName}}, a template: aws-auth groups must be literal", "is refused"},
+		{"the node groups", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:bootstrappers, system:nodes]\n", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reported []string
+			awsAuth := AWSAuth{
+				Get: func(context.Context) (*corev1.ConfigMap, error) {
+					return &corev1.ConfigMap{Data: map[string]string{"mapRoles": tc.mapRoles}}, nil
+				},
+				AdminGroups: admin,
+				Invalid: func(err error) {
+					if !errors.Is(err, ErrAWSAuthInvalid) {
+						t.Errorf("reported %v, not an ErrAWSAuthInvalid", err)
+					}
+					reported = append(reported, err.Error())
+				},
+			}.Mappings
+			mappings, err := Combine(entries, awsAuth)(t.Context())
+			if err != nil {
+				t.Fatalf("Combine = %v; a bad aws-auth must not be an error", err)
+			}
+			if tc.reported == "" && len(reported) > 0 || tc.reported != "" && (len(reported) != 1 || !strings.Contains(reported[0], tc.reported)) {
+				t.Errorf("reported %q, want %q", reported, tc.reported)
+			}
+			if u, err := Map(t.Context(), caller("workers", "i-0aaaaaaaaaaaaaaaa"), mappings, instances); err != nil || u.Mapping != "NodeAccessEntry workers" {
+				t.Errorf("the access entry's node: %+v, %v; want admitted", u, err)
+			}
+			u, err := Map(t.Context(), caller("legacy", "i-0bbbbbbbbbbbbbbbb"), mappings, instances)
+			switch {
+			case tc.legacy == "" && err != nil:
+				t.Errorf("legacy: %v, want admitted", err)
+			case tc.legacy != "" && (!errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), tc.legacy)):
+				t.Errorf("legacy: %+v, %v; want the denial %q", u, err, tc.legacy)
+			}
+		})
 	}
 }

@@ -37,40 +37,99 @@ type RoleMapping struct {
 	Groups   []string `json:"groups"`
 	// Source names where the mapping comes from, for logs and diagnostics.
 	Source string `json:"-"`
+	// Refused, when set, says why the mapping may not be used: its role is denied with
+	// that reason rather than mapped (or mapped by nothing else).
+	Refused string `json:"-"`
 }
 
-// AWSAuth reads role mappings from the aws-auth ConfigMap.
+// AWSAuth reads role mappings from the aws-auth ConfigMap. A malformed ConfigMap or
+// entry is reported through Invalid and skipped, never an error: it must not lock out
+// the nodes that access entries admit.
 type AWSAuth struct {
 	// Get returns kube-system/aws-auth, or nil when there is none.
 	Get func(ctx context.Context) (*corev1.ConfigMap, error)
+	// AdminGroups, when set, returns the groups bound to cluster-admin, each with the
+	// ClusterRoleBinding that binds it; a mapping granting one is refused.
+	AdminGroups func(ctx context.Context) (map[string]string, error)
+	// Invalid, when set, is told of every malformed ConfigMap or entry that is skipped,
+	// and every mapping that is refused.
+	Invalid func(err error)
 }
 
-// Mappings parses mapRoles; an entry without a role ARN or username is an error.
+// ErrAWSAuthInvalid wraps the reports of a malformed aws-auth ConfigMap or entry.
+var ErrAWSAuthInvalid = errors.New("aws-auth is invalid")
+
+// Mappings parses mapRoles. A document that does not parse yields no mappings; an entry
+// without a role ARN or username is skipped; an entry granting a group that is refused
+// (see refusedGroup) is kept, marked Refused, so that its role is denied with the reason.
 func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 	cm, err := a.Get(ctx)
 	if err != nil || cm == nil {
 		return nil, err
 	}
+	report := func(err error) {
+		if a.Invalid != nil {
+			a.Invalid(err)
+		}
+	}
 	var maps []RoleMapping
 	if err := sigsyaml.UnmarshalStrict([]byte(cm.Data["mapRoles"]), &maps); err != nil {
-		return nil, fmt.Errorf("aws-auth mapRoles: %w", err)
+		report(fmt.Errorf("%w: mapRoles does not parse, so no role is mapped through it: %w", ErrAWSAuthInvalid, err))
+		return nil, nil
 	}
+	var admin map[string]string
+	if a.AdminGroups != nil {
+		if admin, err = a.AdminGroups(ctx); err != nil {
+			return nil, fmt.Errorf("reading the groups bound to cluster-admin: %w", err)
+		}
+	}
+	out := make([]RoleMapping, 0, len(maps))
 	for i, m := range maps {
 		if m.RoleARN == "" || m.Username == "" {
-			return nil, fmt.Errorf("aws-auth mapRoles[%d]: rolearn and username are required", i)
+			report(fmt.Errorf("%w: mapRoles[%d]: rolearn and username are required; entry skipped", ErrAWSAuthInvalid, i))
+			continue
 		}
-		maps[i].Source = fmt.Sprintf("aws-auth mapRoles[%d]", i)
+		m.Source = fmt.Sprintf("aws-auth mapRoles[%d]", i)
+		for _, g := range m.Groups {
+			if why := refusedGroup(g, admin); why != "" {
+				m.Refused = fmt.Sprintf("%s grants group %s, %s", m.Source, g, why)
+				report(fmt.Errorf("%w: %s", ErrAWSAuthInvalid, m.Refused))
+				break
+			}
+		}
+		out = append(out, m)
 	}
-	return maps, nil
+	return out, nil
+}
+
+// unmappedError is the denial of a role that no mapping names.
+type unmappedError struct{ arn string }
+
+func (e unmappedError) Error() string {
+	return "role " + e.arn + " has no access entry or aws-auth mapping"
+}
+
+// nodeGroups are the only system: groups a role mapping may grant.
+var nodeGroups = []string{"system:bootstrappers", "system:nodes"}
+
+// refusedGroup says why group may not be granted through a role mapping, or "". admin
+// maps the groups bound to cluster-admin to a binding that binds them.
+func refusedGroup(group string, admin map[string]string) string {
+	switch {
+	case strings.Contains(group, "{{"):
+		return "a template: aws-auth groups must be literal"
+	case strings.HasPrefix(group, "system:") && !slices.Contains(nodeGroups, group):
+		return "a system: group other than system:bootstrappers and system:nodes"
+	case admin[group] != "":
+		return "which is bound to cluster-admin by ClusterRoleBinding " + admin[group]
+	}
+	return ""
 }
 
 var (
 	instanceIDRE = regexp.MustCompile(`^i-(\w{8}|\w{17})$`)
 	templateRE   = regexp.MustCompile(`\{\{[^}]*\}\}`)
 )
-
-// forbiddenGroups may never be granted through a role mapping.
-var forbiddenGroups = []string{"system:masters"}
 
 // Map finds the caller's mapping and renders it. {{EC2PrivateDNSName}} is filled only
 // when the session names an instance that is running and whose instance profile has the
@@ -84,7 +143,10 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 		}
 	}
 	if m == nil {
-		return nil, denied("role %s has no access entry or aws-auth mapping", c.CanonicalARN)
+		return nil, fmt.Errorf("%w: %w", ErrDenied, unmappedError{arn: c.CanonicalARN})
+	}
+	if m.Refused != "" {
+		return nil, denied("the mapping of role %s is refused: %s", c.CanonicalARN, m.Refused)
 	}
 	var inst *inventory.Instance
 	render := func(tmpl string) (string, error) {
@@ -133,7 +195,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 		if err != nil {
 			return nil, err
 		}
-		if slices.Contains(forbiddenGroups, rg) {
+		if strings.HasPrefix(rg, "system:") && !slices.Contains(nodeGroups, rg) {
 			return nil, denied("mapping of %s grants group %s, which nodejoin never grants through a role", m.RoleARN, rg)
 		}
 		u.Groups = append(u.Groups, rg)
@@ -158,10 +220,44 @@ func instanceOf(ctx context.Context, c *Caller, instances Instances) (*inventory
 	switch {
 	case inst.State != "running":
 		return nil, denied("instance %s is %s, not running", inst.ID, inst.State)
-	case inst.Role != c.Role:
-		return nil, denied("instance %s has role %q, not the token's role %q", inst.ID, inst.Role, c.Role)
 	case inst.PrivateDNSName == "":
 		return nil, denied("instance %s has no private DNS name", inst.ID)
 	}
+	if err := sameRole(c, inst); err != nil {
+		return nil, err
+	}
 	return inst, nil
+}
+
+// iamRoleARNRE is an IAM role ARN: partition, account, and the name after any path.
+var iamRoleARNRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*([\w+=,.@-]+)$`)
+
+// sameRole checks that the instance's instance profile carries the token's role: the
+// same partition, account and role name. An assumed-role ARN does not carry the role's
+// path, so the path of the instance's role ARN is not compared; a role name is unique
+// within its account whatever the path, so partition, account and name name one role.
+// With only the instance's account known (a file inventory without roleArn), the account
+// and the role name are compared; with neither, nothing can be and the token is denied.
+func sameRole(c *Caller, inst *inventory.Instance) error {
+	partition := ""
+	if parts := strings.SplitN(c.CanonicalARN, ":", 3); len(parts) == 3 {
+		partition = parts[1]
+	}
+	if inst.AccountID != "" && inst.AccountID != c.Account {
+		return denied("instance %s belongs to account %s, not the token's account %s", inst.ID, inst.AccountID, c.Account)
+	}
+	switch {
+	case inst.RoleARN != "":
+		m := iamRoleARNRE.FindStringSubmatch(inst.RoleARN)
+		if m == nil || m[1] != partition || m[2] != c.Account || m[3] != c.Role {
+			return denied("instance %s has role %s, not the token's role %s", inst.ID, inst.RoleARN, c.CanonicalARN)
+		}
+	case inst.AccountID != "":
+		if inst.Role != c.Role {
+			return denied("instance %s has role %q, not the token's role %q", inst.ID, inst.Role, c.Role)
+		}
+	default:
+		return denied("the inventory says neither the account nor the role ARN of instance %s, so the token's role %s cannot be matched", inst.ID, c.CanonicalARN)
+	}
+	return nil
 }

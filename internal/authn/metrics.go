@@ -12,6 +12,9 @@ type Metrics struct {
 	Latency *prometheus.HistogramVec
 	// CacheLookups and CacheHits give the cache hit rate.
 	CacheLookups, CacheHits prometheus.Counter
+	// AWSAuthInvalid counts reports of a malformed aws-auth ConfigMap or entry, or a
+	// refused mapping (each time aws-auth is read).
+	AWSAuthInvalid prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -24,7 +27,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"outcome"}),
 		CacheLookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_token_cache_lookups_total", Help: "Token cache lookups."}),
 		CacheHits:    prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_token_cache_hits_total", Help: "Token cache hits."}),
+		AWSAuthInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_aws_auth_invalid_total",
+			Help: "Reports of a malformed aws-auth ConfigMap or entry, or of a refused mapping, each time aws-auth is read."}),
 	}
-	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits)
+	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits, m.AWSAuthInvalid)
 	return m
 }

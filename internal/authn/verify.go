@@ -6,14 +6,19 @@ package authn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
@@ -37,6 +42,51 @@ var ErrDenied = errors.New("denied")
 
 // ErrThrottled reports that STS refused to answer for now.
 var ErrThrottled = errors.New("STS throttled the request")
+
+// ErrUnavailable reports that STS could not be asked (transport error) or failed (HTTP
+// 5xx): a retryable error, not a denial. Its message names the host and the cause only,
+// never the presigned URL.
+var ErrUnavailable = errors.New("STS unavailable")
+
+// unavailable reports a failure to ask STS at host. err's text is never used: a
+// *url.Error quotes the whole presigned URL, signature and session token included; the
+// cause is reduced to a fixed phrase.
+func unavailable(host string, err error) error {
+	return fmt.Errorf("%w: calling %s: %s", ErrUnavailable, host, transportCause(err))
+}
+
+// transportCause names what went wrong in words that cannot carry the request.
+func transportCause(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	var certErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	var alertErr tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalidCert x509.CertificateInvalidError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "request canceled"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &dnsErr):
+		return "DNS lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "connection reset"
+	case errors.As(err, &certErr), errors.As(err, &recordErr), errors.As(err, &alertErr),
+		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidCert):
+		return "TLS handshake failed"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	return "transport error"
+}
+
+// errorCodeRE is the form of an AWS error code; anything else is not quoted.
+var errorCodeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.]{0,63}$`)
 
 func denied(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrDenied, fmt.Sprintf(format, args...))
@@ -66,6 +116,16 @@ var assumedRoleRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):sts::(\d{12
 // Verify checks the token's form, then asks STS — with this cluster's name in the
 // x-k8s-aws-id header, so a token minted for another cluster fails its signature.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
+	req, err := v.Parse(token)
+	if err != nil {
+		return nil, err
+	}
+	return v.VerifyRequest(ctx, req)
+}
+
+// Parse checks a token's form only (free: no network); the error wraps ErrDenied and
+// an *identity.FormatError.
+func (v *Verifier) Parse(token string) (*identity.Request, error) {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
@@ -78,26 +138,35 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDenied, err)
 	}
+	return req, nil
+}
+
+// VerifyRequest asks STS who signed a request that Parse accepted.
+func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*Caller, error) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, errors.New("building the STS request failed")
 	}
 	hr.Header.Set(identity.ClusterHeader, v.ClusterID)
 	hr.Header.Set("Accept", "application/json")
+	host := req.URL.Host
 	resp, err := v.client().Do(hr)
 	if err != nil {
-		return nil, fmt.Errorf("calling STS: %w", err)
+		return nil, unavailable(host, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return nil, fmt.Errorf("reading the STS answer: %w", err)
+		return nil, unavailable(host, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		if strings.Contains(string(body), "Throttling") || resp.StatusCode == http.StatusTooManyRequests {
-			return nil, ErrThrottled
-		}
 		code := stsErrorCode(body)
+		switch {
+		case strings.Contains(string(body), "Throttling") || resp.StatusCode == http.StatusTooManyRequests:
+			return nil, ErrThrottled
+		case resp.StatusCode >= 500:
+			return nil, fmt.Errorf("%w: %s answered HTTP %d (%s)", ErrUnavailable, host, resp.StatusCode, code)
+		}
 		return nil, denied("STS refused the token (HTTP %d, %s)", resp.StatusCode, code)
 	}
 	arn, userID, account, err := parseCallerIdentity(body)
@@ -124,7 +193,7 @@ func stsErrorCode(body []byte) string {
 			Code string `xml:"Code"`
 		} `xml:"Error"`
 	}
-	if xml.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+	if xml.Unmarshal(body, &e) == nil && errorCodeRE.MatchString(e.Error.Code) {
 		return e.Error.Code
 	}
 	return "unknown error"

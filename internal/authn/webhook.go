@@ -17,27 +17,48 @@ import (
 )
 
 // Webhook answers kube-apiserver's TokenReviews (authentication.k8s.io/v1).
+//
+// kube-apiserver forwards every bearer token it does not recognise, so anyone who can
+// reach the API server can make the webhook review garbage. Authenticate therefore
+// spends STS budget only on well-formed tokens (the form check is free), answers a
+// token STS refused from a short denial cache, and gives every access key that
+// authenticated recently a budget of its own: a flood of forgeries can slow down
+// identities never seen before, but not nodes that are already members.
 type Webhook struct {
 	Verifier  *Verifier
 	Mappings  func(ctx context.Context) ([]RoleMapping, error)
 	Instances Instances
 	Log       *slog.Logger
 	// CacheTTL keeps an accepted token's user this long (default 1 minute), keyed by the
-	// token's hash; CacheSize bounds the entries (default 4096).
+	// token's hash; CacheSize bounds the entries (default 4096), and separately the
+	// denials and the known access keys.
 	CacheTTL  time.Duration
 	CacheSize int
-	// Limiter bounds the reviews that reach STS; nil allows 50 per second, bursts of 100.
+	// DenialTTL keeps STS's refusal of a well-formed token this long (default 10 s),
+	// keyed by the token's hash, so that replaying a forgery costs no STS call.
+	DenialTTL time.Duration
+	// Limiter bounds the reviews of tokens from access keys not seen recently that reach
+	// STS; nil allows 50 per second, bursts of 100.
 	Limiter *rate.Limiter
+	// KnownTTL is how long an access key that authenticated stays known (default 1
+	// hour, an instance role's credential lifetime); each known key may reach STS
+	// KnownRate times a second with bursts of KnownBurst (default 1 and 5) before it
+	// falls back to Limiter.
+	KnownTTL   time.Duration
+	KnownRate  rate.Limit
+	KnownBurst int
 	// Metrics, when set, records reviews, latencies and cache hits.
 	Metrics *Metrics
 	// OnAccepted, when set, is called with the username of every accepted token.
 	OnAccepted func(username string)
 
-	once  sync.Once
-	mu    sync.Mutex
-	cache map[[32]byte]cacheEntry
-	hits  int
-	total int
+	once    sync.Once
+	mu      sync.Mutex
+	cache   map[[32]byte]cacheEntry
+	denials map[[32]byte]denialEntry
+	known   map[string]*knownKey
+	hits    int
+	total   int
 }
 
 type cacheEntry struct {
@@ -45,17 +66,41 @@ type cacheEntry struct {
 	expires time.Time
 }
 
+type denialEntry struct {
+	err     error
+	expires time.Time
+}
+
+type knownKey struct {
+	limiter *rate.Limiter
+	expires time.Time
+}
+
 func (w *Webhook) init() {
 	w.once.Do(func() {
 		w.cache = map[[32]byte]cacheEntry{}
+		w.denials = map[[32]byte]denialEntry{}
+		w.known = map[string]*knownKey{}
 		if w.CacheTTL == 0 {
 			w.CacheTTL = time.Minute
 		}
 		if w.CacheSize == 0 {
 			w.CacheSize = 4096
 		}
+		if w.DenialTTL == 0 {
+			w.DenialTTL = 10 * time.Second
+		}
 		if w.Limiter == nil {
 			w.Limiter = rate.NewLimiter(50, 100)
+		}
+		if w.KnownTTL == 0 {
+			w.KnownTTL = time.Hour
+		}
+		if w.KnownRate == 0 {
+			w.KnownRate = 1
+		}
+		if w.KnownBurst == 0 {
+			w.KnownBurst = 5
 		}
 		if w.Log == nil {
 			w.Log = slog.New(slog.DiscardHandler)
@@ -70,7 +115,61 @@ func (w *Webhook) CacheHitRate() (hits, total int) {
 	return w.hits, w.total
 }
 
-// Authenticate returns the user of a token, from the cache or by verifying it.
+// evict makes room for one entry in m: expired entries go first, then arbitrary ones.
+func evict[V any](m map[[32]byte]V, size int, expired func(V) bool) {
+	if len(m) < size {
+		return
+	}
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	for k := range m {
+		if len(m) < size {
+			return
+		}
+		delete(m, k)
+	}
+}
+
+// allow spends STS budget for a well-formed token of accessKey: the key's own budget
+// when it authenticated recently, else (or when that is spent) the shared one.
+func (w *Webhook) allow(accessKey string, now time.Time) bool {
+	w.mu.Lock()
+	k, ok := w.known[accessKey]
+	if ok && !now.Before(k.expires) {
+		delete(w.known, accessKey)
+		ok = false
+	}
+	w.mu.Unlock()
+	if ok && k.limiter.AllowN(now, 1) {
+		return true
+	}
+	return w.Limiter.AllowN(now, 1)
+}
+
+// remember marks accessKey as recently authenticated.
+func (w *Webhook) remember(accessKey string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if k, ok := w.known[accessKey]; ok {
+		k.expires = now.Add(w.KnownTTL)
+		return
+	}
+	if len(w.known) >= w.CacheSize {
+		for key, k := range w.known {
+			if !now.Before(k.expires) || len(w.known) >= w.CacheSize {
+				delete(w.known, key)
+			}
+		}
+	}
+	w.known[accessKey] = &knownKey{limiter: rate.NewLimiter(w.KnownRate, w.KnownBurst), expires: now.Add(w.KnownTTL)}
+}
+
+// Authenticate returns the user of a token, from the cache or by verifying it. In
+// order: the caches (accepted users, STS denials), the token's form (a malformed token
+// is denied without spending any budget), the STS budget, STS, the mappings.
 func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error) {
 	w.init()
 	key := sha256.Sum256([]byte(token))
@@ -88,30 +187,45 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 		}
 		return e.user, nil
 	}
+	if d, ok := w.denials[key]; ok && now.Before(d.expires) {
+		w.mu.Unlock()
+		return nil, d.err
+	}
 	w.mu.Unlock()
-	if !w.Limiter.Allow() {
+	req, err := w.Verifier.Parse(token)
+	if err != nil {
+		return nil, err
+	}
+	if !w.allow(req.AccessKeyID, now) {
 		return nil, ErrThrottled
 	}
-	caller, err := w.Verifier.Verify(ctx, token)
+	caller, err := w.Verifier.VerifyRequest(ctx, req)
+	if errors.Is(err, ErrDenied) {
+		w.mu.Lock()
+		evict(w.denials, w.CacheSize, func(d denialEntry) bool { return !now.Before(d.expires) })
+		w.denials[key] = denialEntry{err: err, expires: now.Add(w.DenialTTL)}
+		w.mu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}
-	mappings, err := w.Mappings(ctx)
-	if err != nil {
-		return nil, err
+	// A source of mappings that fails (aws-auth unreadable) does not stop the others:
+	// its error is returned only for a role nothing else maps.
+	mappings, mapErr := w.Mappings(ctx)
+	if mapErr != nil && len(mappings) == 0 {
+		return nil, mapErr
 	}
 	user, err := Map(ctx, caller, mappings, w.Instances)
+	var unmapped unmappedError
+	if mapErr != nil && errors.As(err, &unmapped) {
+		return nil, mapErr
+	}
 	if err != nil {
 		return nil, err
 	}
+	w.remember(req.AccessKeyID, now)
 	w.mu.Lock()
-	if len(w.cache) >= w.CacheSize {
-		for k, e := range w.cache {
-			if !now.Before(e.expires) || len(w.cache) >= w.CacheSize {
-				delete(w.cache, k)
-			}
-		}
-	}
+	evict(w.cache, w.CacheSize, func(e cacheEntry) bool { return !now.Before(e.expires) })
 	w.cache[key] = cacheEntry{user: user, expires: now.Add(w.CacheTTL)}
 	w.mu.Unlock()
 	return user, nil
@@ -119,7 +233,8 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 
 // ServeHTTP implements the webhook: POST a TokenReview, get it back with its status.
 // A denial is an answer (200, authenticated: false, with the reason); STS throttling is
-// 429 so that kube-apiserver retries. Tokens are never logged.
+// 429 and any other failure (STS unreachable or 5xx, the inventory failing) 500, both of
+// which kube-apiserver's webhook authenticator retries. Tokens are never logged.
 func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w.init()
 	if r.Method != http.MethodPost {
@@ -150,9 +265,15 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		status = http.StatusTooManyRequests
 		out.Status.Error = err.Error()
 		w.Log.Warn("token review throttled")
-	default:
+	case errors.Is(err, ErrDenied):
 		out.Status.Error = err.Error()
 		w.Log.Info("token denied", "reason", err.Error(), "latency", time.Since(start))
+	default:
+		// STS or the inventory failed: 500, which kube-apiserver retries. The errors name
+		// hosts and causes only (never a token or presigned URL).
+		status = http.StatusInternalServerError
+		out.Status.Error = err.Error()
+		w.Log.Warn("token review failed", "err", err.Error(), "latency", time.Since(start))
 	}
 	if w.Metrics != nil {
 		outcome := "authenticated"

@@ -88,9 +88,9 @@ func TestWebhookAuthenticatesNodes(t *testing.T) {
 			return client.CoreV1().ConfigMaps("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
 		}}.Mappings,
 		Instances: instances{
-			"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", PrivateDNSName: "ip-198-18-0-11.us-west-2.compute.internal", Role: "nodes"},
-			"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "stopped", PrivateDNSName: "ip-198-18-0-12.us-west-2.compute.internal", Role: "nodes"},
-			"i-0cccccccccccccccc": {ID: "i-0cccccccccccccccc", State: "running", PrivateDNSName: "ip-198-18-0-13.us-west-2.compute.internal", Role: "batch"},
+			"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", PrivateDNSName: "ip-198-18-0-11.us-west-2.compute.internal", Role: "nodes", AccountID: "111122223333"},
+			"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "stopped", PrivateDNSName: "ip-198-18-0-12.us-west-2.compute.internal", Role: "nodes", AccountID: "111122223333"},
+			"i-0cccccccccccccccc": {ID: "i-0cccccccccccccccc", State: "running", PrivateDNSName: "ip-198-18-0-13.us-west-2.compute.internal", Role: "batch", AccountID: "111122223333"},
 		},
 	}
 	webhookConfig := serveWebhook(t, w)

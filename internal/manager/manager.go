@@ -372,14 +372,21 @@ func cleanTokens(ctx context.Context, client kubernetes.Interface, interval time
 }
 
 // awsAuth reads kube-system/aws-auth's role mappings; no ConfigMap means no mappings.
-func awsAuth(client kubernetes.Interface) func(ctx context.Context) ([]authn.RoleMapping, error) {
-	return authn.AWSAuth{Get: func(ctx context.Context) (*corev1.ConfigMap, error) {
-		cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "aws-auth", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return cm, err
-	}}.Mappings
+// What is malformed or refused in it is logged and counted, and skipped.
+func awsAuth(client kubernetes.Interface, log *slog.Logger, metrics *authn.Metrics) func(ctx context.Context) ([]authn.RoleMapping, error) {
+	return authn.AWSAuth{
+		Get: func(ctx context.Context) (*corev1.ConfigMap, error) {
+			cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "aws-auth", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return cm, err
+		},
+		Invalid: func(err error) {
+			log.Warn("aws-auth ignored in part", "err", err.Error())
+			metrics.AWSAuthInvalid.Inc()
+		},
+	}.Mappings
 }
 
 // entriesServed reports whether the API server serves NodeAccessEntries.
@@ -434,12 +441,26 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 		// Without the CRD there can be no entry; aws-auth alone maps roles.
 		cfg.Log.Warn("the NodeAccessEntry CRD is not installed: only aws-auth maps roles until it is installed and this process restarts")
 	}
+	metrics := authn.NewMetrics(cfg.Registry)
+	awsAuthMappings := awsAuth(client, cfg.Log, metrics)
+	switch watch, err := canWatchAWSAuth(ctx, client); {
+	case err != nil:
+		return nil, err
+	case watch:
+		c := newAWSAuthCache(client, cfg.Log, metrics)
+		if err := mgr.Add(c); err != nil {
+			return nil, err
+		}
+		awsAuthMappings = c.Mappings
+	default:
+		cfg.Log.Warn("the controller may not list and watch aws-auth and ClusterRoleBindings: aws-auth is read per review, and groups bound to cluster-admin are not refused")
+	}
 	w := &authn.Webhook{
 		Verifier:   cfg.Verifier,
-		Mappings:   authn.Combine(entryMappings, awsAuth(client)),
+		Mappings:   authn.Combine(entryMappings, awsAuthMappings),
 		Instances:  cfg.Instances,
 		Log:        cfg.Log,
-		Metrics:    authn.NewMetrics(cfg.Registry),
+		Metrics:    metrics,
 		OnAccepted: cfg.OnAuthenticated,
 	}
 	mux := http.NewServeMux()

@@ -57,7 +57,7 @@ func TestWebhookCommand(t *testing.T) {
 		return p
 	}
 	stsCA := write("sts-ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: stsSrv.Certificate().Raw}))
-	inv := write("inventory.json", []byte(`{"ip-198-18-0-11.local.internal": {"id": "i-0aaaaaaaaaaaaaaaa", "state": "running", "role": "nodes", "privateDnsName": "ip-198-18-0-11.local.internal"}}`))
+	inv := write("inventory.json", []byte(`{"ip-198-18-0-11.local.internal": {"id": "i-0aaaaaaaaaaaaaaaa", "state": "running", "accountId": "111122223333", "role": "nodes", "privateDnsName": "ip-198-18-0-11.local.internal"}}`))
 
 	ca, err := pki.NewCA("webhook-ca", time.Hour)
 	if err != nil {
