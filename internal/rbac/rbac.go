@@ -87,6 +87,9 @@ func For(controller *rbacv1.Subject) Objects {
 				// Whether a Node is registered already: a bootstrap token's client CSR
 				// for one is denied. Read only.
 				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+				// Which groups are bound to cluster-admin: an aws-auth mapping to one is
+				// refused. Watched through an informer.
+				rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"list", "watch"}},
 			),
 		},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
@@ -106,7 +109,9 @@ func For(controller *rbacv1.Subject) Objects {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{LeaseName}, Verbs: []string{"get", "update"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"aws-auth"}, Verbs: []string{"get"}},
+			// aws-auth: watched through an informer limited to its name (get is the
+			// fallback where list and watch are not granted).
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"aws-auth"}, Verbs: []string{"get", "list", "watch"}},
 			// The record of instances that got a client certificate through a bootstrap
 			// token: created on first use (create cannot be limited to a name), then
 			// read and updated by name only.

@@ -107,7 +107,12 @@ var usedByTheController = map[grant]string{
 	{"kube-system", "coordination.k8s.io", "leases", "nodejoin-controller", "get"}:    "leader election",
 	{"kube-system", "coordination.k8s.io", "leases", "nodejoin-controller", "update"}: "leader election",
 	// manager.awsAuth reads aws-auth by name.
-	{"kube-system", "", "configmaps", "aws-auth", "get"}: "manager.awsAuth",
+	{"kube-system", "", "configmaps", "aws-auth", "get"}:   "manager.awsAuth",
+	{"kube-system", "", "configmaps", "aws-auth", "list"}:  "manager.awsAuthCache",
+	{"kube-system", "", "configmaps", "aws-auth", "watch"}: "manager.awsAuthCache",
+	// manager.awsAuthCache: the groups bound to cluster-admin.
+	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "list"}:  "manager.awsAuthCache",
+	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "watch"}: "manager.awsAuthCache",
 	// csr.ConfigMapRecord: created on first use (create cannot name a resource), then
 	// read and updated by name.
 	{"kube-system", "", "configmaps", "", "create"}:                                       "csr.ConfigMapRecord.Claim",
