@@ -260,7 +260,8 @@ func TestJoinWithBootstrapTokens(t *testing.T) {
 	admin := cp.env.Client
 	ctx := t.Context()
 	nodes := []instance{simNode(1), simNode(2), simNode(3)}
-	writeInventory(t, cp.inventory, nodes...)
+	// Node 4, started later, is a running instance too: every client CSR needs one.
+	writeInventory(t, cp.inventory, append(slices.Clone(nodes), simNode(4))...)
 	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -635,7 +636,10 @@ func TestCertificateRotation(t *testing.T) {
 	if a := condition(&renewal, certificatesv1.CertificateApproved); a == nil || a.Message != csr.MessageSelfClient {
 		t.Errorf("renewal conditions = %+v", renewal.Status.Conditions)
 	}
-	if n := len(csrsOf(t, admin, in.node, certificatesv1.KubeletServingSignerName)); n != 2 {
+	// At least two serving CSRs: the client rotation closes every connection, and a
+	// serving CSR whose create was cut by that is asked for again with a new CSR, as
+	// the kubelet does (the node's status above counts two issued to it).
+	if n := len(csrsOf(t, admin, in.node, certificatesv1.KubeletServingSignerName)); n < 2 {
 		t.Errorf("%d serving CSRs", n)
 	}
 	// The node goes on with the renewed certificate: its Lease is renewed again, and
