@@ -88,6 +88,20 @@ type controlPlane struct {
 	caPEM     []byte
 }
 
+// startWithOneNode starts a control plane whose inventory holds one running instance,
+// and mints a bootstrap token of node group "workers" for it.
+func startWithOneNode(t *testing.T) (*controlPlane, instance, string) {
+	t.Helper()
+	cp := startControlPlane(t)
+	in := simNode(1)
+	writeInventory(t, cp.inventory, in)
+	token, err := bootstraptoken.Mint(t.Context(), cp.env.Client, "workers", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, in, token
+}
+
 // startControlPlane starts the API server and the manager: RBAC installed, CSRs
 // approved against the file inventory and signed by the cluster CA.
 func startControlPlane(t testing.TB) *controlPlane {
@@ -475,15 +489,9 @@ func TestDeniedCSRs(t *testing.T) {
 // Pods bound to a node run; deleting or evicting one is confirmed by the node; a
 // disruption budget that allows no disruption keeps a pod.
 func TestPodLifecycle(t *testing.T) {
-	cp := startControlPlane(t)
+	cp, in, token := startWithOneNode(t)
 	admin := cp.env.Client
 	ctx := t.Context()
-	in := simNode(1)
-	writeInventory(t, cp.inventory, in)
-	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := newSims(t)
 	k := s.start(cp, in, func(c *Config) { c.BootstrapToken = token })
 	eventually(t, "joined", func() (bool, error) { return joined(k), nil })
@@ -591,15 +599,8 @@ func TestPodLifecycle(t *testing.T) {
 // certificate), the node keeps working with the new one, and the serving certificate
 // is replaced by a fresh CSR.
 func TestCertificateRotation(t *testing.T) {
-	cp := startControlPlane(t)
+	cp, in, token := startWithOneNode(t)
 	admin := cp.env.Client
-	ctx := t.Context()
-	in := simNode(1)
-	writeInventory(t, cp.inventory, in)
-	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Rotate each kind of certificate once, two seconds after it arrives, then at the
 	// kubelet's own deadline.
 	var mu sync.Mutex
@@ -673,15 +674,9 @@ func mustAddr(t testing.TB, s string) netip.Addr {
 // over: same object, its labels merged in, a new boot ID, heartbeats and Lease renewals
 // from the new process; its pods keep running with their addresses.
 func TestRestartTakesOverTheNode(t *testing.T) {
-	cp := startControlPlane(t)
+	cp, in, token := startWithOneNode(t)
 	admin := cp.env.Client
 	ctx := t.Context()
-	in := simNode(1)
-	writeInventory(t, cp.inventory, in)
-	token, err := bootstraptoken.Mint(ctx, admin, "workers", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	change := func(c *Config) {
 		c.BootstrapToken = token
 		c.StatusInterval = time.Second
