@@ -32,6 +32,9 @@ type Cluster struct {
 
 	apiListen netip.AddrPort // where kube-apiserver binds
 	webhook   netip.AddrPort // where the token webhook listens (Options.TokenWebhook)
+	// webhookListener holds the loopback webhook port from setupNetwork until
+	// ListenTokenWebhook hands it over.
+	webhookListener net.Listener
 	etcdPorts [2]int         // client, peer (inside the namespace, or on the host's loopback)
 	endpoint  string         // API URL as the host sees it
 
@@ -157,12 +160,22 @@ func (c *Cluster) logDir() string { return filepath.Join(c.opts.StateDir, "logs"
 
 func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if c.opts.Network == NetworkLoopback {
-		ports, err := freePorts(4)
+		ports, err := freePorts(3)
 		if err != nil {
 			return err
 		}
-		//nolint:gosec // G115: the kernel's ports fit.
-		c.webhook = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(ports[3]))
+		if c.opts.TokenWebhook {
+			// The webhook's listener stays open from here until the controller serves on
+			// it: a port picked now and bound later can be taken in between by one of
+			// etcd's or kube-apiserver's outgoing connections.
+			var lc net.ListenConfig
+			l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+			if err != nil {
+				return fmt.Errorf("listening for the token webhook: %w", err)
+			}
+			c.webhookListener = l
+			c.webhook = l.Addr().(*net.TCPAddr).AddrPort()
+		}
 		apiPort := ports[2]
 		if c.opts.APIPort != 0 {
 			apiPort = c.opts.APIPort
@@ -238,6 +251,13 @@ func (c *Cluster) ListenTokenWebhook() (net.Listener, error) {
 	}
 	if c.ns.Name != "" {
 		return c.ns.Listen("tcp", c.webhook.String())
+	}
+	c.mu.Lock()
+	l := c.webhookListener
+	c.webhookListener = nil
+	c.mu.Unlock()
+	if l != nil {
+		return l, nil
 	}
 	var lc net.ListenConfig
 	return lc.Listen(context.Background(), "tcp", c.webhook.String())
@@ -326,6 +346,10 @@ func (c *Cluster) stopDaemon(p *process.Process, grace time.Duration) {
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	apiserver, etcd := c.apiserver, c.etcd
+	if c.webhookListener != nil {
+		_ = c.webhookListener.Close()
+		c.webhookListener = nil
+	}
 	c.mu.Unlock()
 	c.stopDaemon(apiserver, 10*time.Second)
 	c.stopDaemon(etcd, 10*time.Second)
