@@ -41,6 +41,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
@@ -92,8 +93,12 @@ type Config struct {
 	// WebhookListener, when set, turns on the TokenReview webhook, served over TLS with
 	// WebhookTLS at /authenticate. Verifier checks tokens; Instances is the instance
 	// inventory for {{EC2PrivateDNSName}}.
+	// WebhookTLS should require client certificates of kube-apiserver's client CA
+	// (httpserver.MutualTLS); WebhookLimits bounds the webhook's timeouts and the
+	// requests it handles at once (zero fields: httpserver's defaults).
 	WebhookListener net.Listener
 	WebhookTLS      *tls.Config
+	WebhookLimits   httpserver.Limits
 	Verifier        *authn.Verifier
 	Instances       authn.Instances
 
@@ -467,5 +472,21 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 	mux.Handle("/authenticate", w)
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
 	cfg.Log.Info("serving token reviews", "address", cfg.WebhookListener.Addr().String(), "cluster", cfg.Verifier.ClusterID)
-	return entries, mgr.Add(server("webhook", mux, tls.NewListener(cfg.WebhookListener, cfg.WebhookTLS)))
+	limits := cfg.WebhookLimits
+	rejected := limits.Rejected
+	limits.Rejected = func() {
+		metrics.Rejected.Inc()
+		if rejected != nil {
+			rejected()
+		}
+	}
+	if cfg.WebhookTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		cfg.Log.Warn("the token webhook does not require client certificates: anyone who reaches its port can make it review tokens")
+	}
+	return entries, mgr.Add(&ctrlmanager.Server{
+		Name:            "webhook",
+		Server:          httpserver.NewLimited(mux, limits),
+		Listener:        tls.NewListener(cfg.WebhookListener, cfg.WebhookTLS),
+		ShutdownTimeout: ptr.To(5 * time.Second),
+	})
 }

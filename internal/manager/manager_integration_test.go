@@ -3,9 +3,11 @@ package manager_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
@@ -92,6 +95,13 @@ func TestManagerAsDeployed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only kube-apiserver's client certificate for the webhook passes its TLS.
+	clientCA, err := os.ReadFile(p.TokenWebhookClientCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAs := x509.NewCertPool()
+	clientCAs.AppendCertsFromPEM(clientCA)
 	wl, err := env.Cluster.ListenTokenWebhook()
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +122,7 @@ func TestManagerAsDeployed(t *testing.T) {
 			Nodes:                ec2,
 			Instances:            ec2,
 			WebhookListener:      wl,
-			WebhookTLS:           &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			WebhookTLS:           httpserver.MutualTLS(cert, clientCAs),
 			Verifier:             &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
 			LeaderElection:       &manager.LeaderElection{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
 			TokenCleanupInterval: 200 * time.Millisecond,

@@ -21,6 +21,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
@@ -55,6 +56,11 @@ type options struct {
 
 	// Webhook.
 	webhookListen, tlsCert, tlsKey string
+	// webhookClientCA verifies kube-apiserver's client certificate; insecureNoClientCert
+	// serves anyone instead. maxInFlight caps the webhook's requests at once.
+	webhookClientCA                string
+	insecureNoClientCert           bool
+	maxInFlight                    int
 	clusterID, region, stsCABundle string
 	stsHosts                       []string
 
@@ -147,6 +153,9 @@ func (o *options) commonFlags(cmd *cobra.Command) {
 	o.flags(f)
 	f.StringVar(&o.tlsCert, "tls-cert", "", "the webhook's serving certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the webhook's serving key (PEM)")
+	f.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM CA of kube-apiserver's client certificate for the webhook: TLS handshakes without a certificate it signed fail (required with the webhook)")
+	f.BoolVar(&o.insecureNoClientCert, "webhook-insecure-no-client-cert", false, "serve token reviews to any client, without --webhook-client-ca-file (anyone reaching the port can spend the webhook's STS budget)")
+	f.IntVar(&o.maxInFlight, "webhook-max-in-flight", httpserver.DefaultMaxInFlight, "token review requests handled at once; more are answered 429 with Retry-After")
 	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to")
 	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
@@ -163,6 +172,12 @@ func (o *options) validate(signing bool) error {
 		return errors.New("--tls-cert and --tls-key are required: kube-apiserver calls the webhook over HTTPS")
 	case webhook && o.clusterID == "":
 		return errors.New("--cluster-id is required: tokens are bound to one cluster")
+	case webhook && o.webhookClientCA == "" && !o.insecureNoClientCert:
+		return errors.New("--webhook-client-ca-file is required: the CA of the client certificate kube-apiserver presents to the webhook (its webhook kubeconfig's client-certificate); --webhook-insecure-no-client-cert serves any client instead")
+	case webhook && o.webhookClientCA != "" && o.insecureNoClientCert:
+		return errors.New("give --webhook-client-ca-file or --webhook-insecure-no-client-cert, not both")
+	case webhook && o.maxInFlight < 1:
+		return fmt.Errorf("--webhook-max-in-flight %d: want at least 1", o.maxInFlight)
 	}
 	if err := o.inventoryOptions.validate(); err != nil {
 		return err
@@ -313,6 +328,18 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 			return fmt.Errorf("loading the webhook's serving certificate: %w", err)
 		}
 		cfg.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if o.webhookClientCA != "" {
+			data, err := os.ReadFile(o.webhookClientCA)
+			if err != nil {
+				return fmt.Errorf("--webhook-client-ca-file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(data) {
+				return fmt.Errorf("--webhook-client-ca-file %s holds no PEM certificate", o.webhookClientCA)
+			}
+			cfg.WebhookTLS = httpserver.MutualTLS(cert, pool)
+		}
+		cfg.WebhookLimits = httpserver.Limits{MaxInFlight: o.maxInFlight}
 	}
 	closeAll := func(ls ...net.Listener) {
 		for _, l := range ls {

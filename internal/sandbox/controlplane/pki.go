@@ -20,14 +20,20 @@ type certFiles struct{ Cert, Key string }
 
 // PKI holds the paths of the cluster's certificates and keys.
 type PKI struct {
-	Dir                  string
-	CA                   certFiles
-	APIServer            certFiles // serving certificate of kube-apiserver
-	APIServerKubelet     certFiles // kube-apiserver's client certificate towards kubelets
-	APIServerEtcd        certFiles // kube-apiserver's client certificate towards etcd
-	Etcd                 certFiles // etcd's serving and peer certificate
-	Admin                certFiles // cluster administrator, group system:masters
-	TokenWebhook         certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	Dir              string
+	CA               certFiles
+	APIServer        certFiles // serving certificate of kube-apiserver
+	APIServerKubelet certFiles // kube-apiserver's client certificate towards kubelets
+	APIServerEtcd    certFiles // kube-apiserver's client certificate towards etcd
+	Etcd             certFiles // etcd's serving and peer certificate
+	Admin            certFiles // cluster administrator, group system:masters
+	TokenWebhook     certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	// TokenWebhookClientCA is the CA (certificate only; its key is discarded) that
+	// signed TokenWebhookClient, kube-apiserver's client certificate towards the token
+	// webhook. A CA of its own: the cluster CA signs every kubelet's client
+	// certificate, and a kubelet must not pass the webhook's client check.
+	TokenWebhookClientCA string
+	TokenWebhookClient   certFiles
 	ServiceAccountKey    string
 	ServiceAccountPublic string
 }
@@ -45,6 +51,8 @@ func newPKIPaths(dir string) PKI {
 		Etcd:                 pair("etcd-server"),
 		Admin:                pair("admin"),
 		TokenWebhook:         pair("token-webhook"),
+		TokenWebhookClientCA: filepath.Join(dir, "token-webhook-client-ca.crt"),
+		TokenWebhookClient:   pair("token-webhook-client"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
 		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
 	}
@@ -89,6 +97,9 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 			files certFiles
 			req   pki.Request
 		}{p.TokenWebhook, pki.Request{CommonName: "nodejoin-token-webhook", IPs: []net.IP{loopback, net.IP(o.BridgeAddr().AsSlice())}, Usage: pki.ServerAuth}})
+		if err := webhookClientPKI(p, o); err != nil {
+			return nil, err
+		}
 	}
 	for _, l := range leaves {
 		l.req.Validity = leafValidity
@@ -119,4 +130,21 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		return nil, fmt.Errorf("writing service-account public key: %w", err)
 	}
 	return ca, nil
+}
+
+// webhookClientPKI creates the token webhook's client CA and kube-apiserver's client
+// certificate from it.
+func webhookClientPKI(p PKI, o *Options) error {
+	ca, err := pki.NewCA("nodejoin-"+o.Name+"-token-webhook-client", caValidity)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(p.TokenWebhookClientCA, ca.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("writing the token webhook's client CA: %w", err)
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: "kube-apiserver-token-webhook-client", Usage: pki.ClientAuth, Validity: leafValidity})
+	if err != nil {
+		return err
+	}
+	return kp.Write(p.TokenWebhookClient.Cert, p.TokenWebhookClient.Key)
 }
