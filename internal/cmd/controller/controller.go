@@ -37,7 +37,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
   nodejoin-controller run --inventory-source ec2 --ca-cert ca.crt --ca-key ca.key --log-format json
 
   # The TokenReview webhook alone, next to kube-apiserver
-  nodejoin-controller webhook --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2 --inventory-source ec2`,
+  nodejoin-controller webhook --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt --cluster-id my-cluster --region us-west-2 --inventory-source ec2`,
 	}
 	root.AddCommand(runCommand(), webhookCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
@@ -90,7 +90,7 @@ func runCommand() *cobra.Command {
   nodejoin-controller run --kubeconfig admin.kubeconfig \
     --ca-cert /etc/kubernetes/pki/ca.crt --ca-key /etc/kubernetes/pki/ca.key \
     --inventory-source ec2 --aws-region us-west-2 \
-    --webhook-listen :21362 --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2
+    --webhook-listen :21362 --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt --cluster-id my-cluster --region us-west-2
 
   # One replica, no leader election, instances from a file, client-go request logs
   nodejoin-controller run --leader-elect=false --inventory inventory.json \
@@ -136,7 +136,7 @@ func webhookCommand() *cobra.Command {
 			"verifies it for this cluster, its role has a NodeAccessEntry or an aws-auth mapping, and the\n" +
 			"instance it names is running with that role.",
 		Example: `  # Authenticate tokens bound to my-cluster, signed for us-west-2's STS
-  nodejoin-controller webhook --listen :21362 --tls-cert tls.crt --tls-key tls.key \
+  nodejoin-controller webhook --listen :21362 --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt \
     --cluster-id my-cluster --region us-west-2 --inventory-source ec2 --aws-region us-west-2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), false) },
