@@ -101,6 +101,9 @@ type Config struct {
 	WebhookLimits   httpserver.Limits
 	Verifier        *authn.Verifier
 	Instances       authn.Instances
+	// Roles gives a role's unique ID, pinned on a NodeAccessEntry's first use; default
+	// Instances when it has a RoleID method (the EC2 inventory), else no pinning.
+	Roles RoleIDs
 
 	// LeaderElection, when set, runs the leader's parts only while this replica holds
 	// the Lease; nil runs them at once (a single replica).
@@ -440,6 +443,14 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 	case served:
 		if entries, err = newAccessEntries(ctx, mgr.GetCache(), cfg.Log); err != nil {
 			return nil, err
+		}
+		entries.client = mgr.GetClient()
+		entries.roles = cfg.Roles
+		if entries.roles == nil {
+			entries.roles, _ = cfg.Instances.(RoleIDs)
+		}
+		if entries.roles == nil {
+			cfg.Log.Warn("no IAM to ask for role IDs: NodeAccessEntries do not pin their role's unique ID")
 		}
 		entryMappings = entries.Mappings
 	default:

@@ -85,6 +85,8 @@ func For(controller *rbacv1.Subject) Objects {
 				rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 				rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"get", "list", "watch"}},
+				// The role's unique ID, pinned on an entry's first use (an annotation).
+				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"patch"}},
 				// Whether a Node is registered already: a bootstrap token's client CSR
 				// for one is denied. Read only.
 				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},

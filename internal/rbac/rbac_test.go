@@ -101,6 +101,7 @@ var usedByTheController = map[grant]string{
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "get"}:   "entries cache",
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "list"}:  "entries cache",
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "watch"}: "entries cache",
+	{"cluster", "nodejoin.io", "nodeaccessentries", "", "patch"}: "manager/entries.go: the role ID pinned on first use",
 	// csr.NewNodeRegistered: is the Node of a bootstrap client CSR registered.
 	{"cluster", "", "nodes", "", "get"}: "csr.NewNodeRegistered",
 	// kube-system: leader election creates the Lease, then reads and renews it by name.
