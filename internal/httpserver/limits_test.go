@@ -94,7 +94,7 @@ func TestMutualTLSRejectsOtherClients(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode != http.StatusOK {
 			return errors.New(resp.Status)
 		}
@@ -148,7 +148,7 @@ func TestLimitRejectsBeyondTheCap(t *testing.T) {
 			resp, err := get("/park")
 			if err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 			errs <- err
 		}()
@@ -160,7 +160,7 @@ func TestLimitRejectsBeyondTheCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" {
 		t.Errorf("request %d: %s, Retry-After %q; want 429 with Retry-After 2", n+1, resp.Status, resp.Header.Get("Retry-After"))
 	}
@@ -177,7 +177,7 @@ func TestLimitRejectsBeyondTheCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("after the parked requests finished: %s, want 200", resp.Status)
 	}
@@ -196,13 +196,13 @@ func TestSlowlorisIsCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	closed := make(chan error, 1)
+	defer func() { _ = conn.Close() }()
+	closed := make(chan struct{})
 	go func() {
 		// The server answers nothing to an unfinished request; a read returns only
 		// when it closes the connection (or sends a 408, then closes).
-		_, err := io.Copy(io.Discard, bufio.NewReader(conn))
-		closed <- err
+		_, _ = io.Copy(io.Discard, bufio.NewReader(conn))
+		close(closed)
 	}()
 	partial := "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
 	deadline := time.After(2 * time.Minute)

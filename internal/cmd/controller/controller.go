@@ -172,12 +172,10 @@ func (o *options) validate(signing bool) error {
 		return errors.New("--tls-cert and --tls-key are required: kube-apiserver calls the webhook over HTTPS")
 	case webhook && o.clusterID == "":
 		return errors.New("--cluster-id is required: tokens are bound to one cluster")
-	case webhook && o.webhookClientCA == "" && !o.insecureNoClientCert:
-		return errors.New("--webhook-client-ca-file is required: the CA of the client certificate kube-apiserver presents to the webhook (its webhook kubeconfig's client-certificate); --webhook-insecure-no-client-cert serves any client instead")
-	case webhook && o.webhookClientCA != "" && o.insecureNoClientCert:
-		return errors.New("give --webhook-client-ca-file or --webhook-insecure-no-client-cert, not both")
-	case webhook && o.maxInFlight < 1:
-		return fmt.Errorf("--webhook-max-in-flight %d: want at least 1", o.maxInFlight)
+	case webhook:
+		if err := o.validateWebhookCallers(); err != nil {
+			return err
+		}
 	}
 	if err := o.inventoryOptions.validate(); err != nil {
 		return err
@@ -186,6 +184,40 @@ func (o *options) validate(signing bool) error {
 		return errors.New("give --region or --sts-host: the STS hosts tokens may point at")
 	}
 	return nil
+}
+
+// validateWebhookCallers checks the flags that say who may call the webhook.
+func (o *options) validateWebhookCallers() error {
+	switch {
+	case o.webhookClientCA == "" && !o.insecureNoClientCert:
+		return errors.New("--webhook-client-ca-file is required: the CA of the client certificate kube-apiserver presents to the webhook (its webhook kubeconfig's client-certificate); --webhook-insecure-no-client-cert serves any client instead")
+	case o.webhookClientCA != "" && o.insecureNoClientCert:
+		return errors.New("give --webhook-client-ca-file or --webhook-insecure-no-client-cert, not both")
+	case o.maxInFlight < 1:
+		return fmt.Errorf("--webhook-max-in-flight %d: want at least 1", o.maxInFlight)
+	}
+	return nil
+}
+
+// webhookTLS is the webhook's TLS configuration: its serving certificate, and client
+// certificates of --webhook-client-ca-file required when that is given.
+func (o *options) webhookTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the webhook's serving certificate: %w", err)
+	}
+	if o.webhookClientCA == "" {
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	data, err := os.ReadFile(o.webhookClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("--webhook-client-ca-file %s holds no PEM certificate", o.webhookClientCA)
+	}
+	return httpserver.MutualTLS(cert, pool), nil
 }
 
 // restConfig reads a kubeconfig file, or $KUBECONFIG, or the in-cluster configuration,
@@ -323,21 +355,8 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 		if cfg.Verifier, err = o.verifier(); err != nil {
 			return err
 		}
-		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return fmt.Errorf("loading the webhook's serving certificate: %w", err)
-		}
-		cfg.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if o.webhookClientCA != "" {
-			data, err := os.ReadFile(o.webhookClientCA)
-			if err != nil {
-				return fmt.Errorf("--webhook-client-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(data) {
-				return fmt.Errorf("--webhook-client-ca-file %s holds no PEM certificate", o.webhookClientCA)
-			}
-			cfg.WebhookTLS = httpserver.MutualTLS(cert, pool)
+		if cfg.WebhookTLS, err = o.webhookTLS(); err != nil {
+			return err
 		}
 		cfg.WebhookLimits = httpserver.Limits{MaxInFlight: o.maxInFlight}
 	}
