@@ -51,16 +51,19 @@ func adminClient(t *testing.T, kubeconfig string) (kubernetes.Interface, *rest.C
 	return client, cfg
 }
 
+// floodCounts are a flood's requests, read while it runs.
+type floodCounts struct{ answered, unauthorized atomic.Int64 }
+
 // flood sends garbage bearer tokens to the API endpoint from clients parallel
-// connections until stop is closed, max requests were sent or limit passed, whichever
-// comes first; it returns how many requests got an answer and how many of those were
-// 401, once every client has stopped.
-func flood(endpoint string, caData []byte, clients, max int, limit time.Duration, stop <-chan struct{}) (sent, unauthorized int64) {
+// connections. It stops once stop is closed and at least min requests were answered,
+// or after max requests, or when limit passes, whichever comes first, and returns once
+// every client has stopped.
+func flood(endpoint string, caData []byte, clients, minimum, max int, limit time.Duration, stop <-chan struct{}, counts *floodCounts) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caData)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	var n, answered, denied atomic.Int64
+	var n atomic.Int64
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -70,14 +73,14 @@ func flood(endpoint string, caData []byte, clients, max int, limit time.Duration
 			defer hc.CloseIdleConnections()
 			for {
 				i := n.Add(1)
-				if i > int64(max) {
+				if i > int64(max) || ctx.Err() != nil {
 					return
 				}
 				select {
 				case <-stop:
-					return
-				case <-ctx.Done():
-					return
+					if counts.answered.Load() >= int64(minimum) {
+						return
+					}
 				default:
 				}
 				req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/api/v1/namespaces/default/pods", nil)
@@ -90,15 +93,14 @@ func flood(endpoint string, caData []byte, clients, max int, limit time.Duration
 					continue
 				}
 				_ = resp.Body.Close()
-				answered.Add(1)
+				counts.answered.Add(1)
 				if resp.StatusCode == http.StatusUnauthorized {
-					denied.Add(1)
+					counts.unauthorized.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return answered.Load(), denied.Load()
 }
 
 // garbageToken is the i-th token of a flood: malformed, of the right prefix with a
@@ -121,9 +123,9 @@ func garbageToken(client, i int) string {
 
 // A flood of garbage bearer tokens from 20 parallel clients, aimed at the local
 // cluster's own loopback API endpoint while a real kubelet joins, does not stop it
-// joining: its node turns Ready. The flood stops by itself (when the join ends, after
-// 20,000 requests or after four minutes) and must have sent at least 2,000 requests
-// during the join.
+// joining: its node turns Ready. The flood starts before the join and stops by itself
+// once the join ended and 2,000 requests were answered (at most 20,000, or four
+// minutes).
 func TestSecurityTokenFloodDuringJoin(t *testing.T) {
 	requireRealKubelets(t)
 	c := newCLI(t)
@@ -148,29 +150,44 @@ func TestSecurityTokenFloodDuringJoin(t *testing.T) {
 		}
 	}
 
+	// The flood runs before, during and after the join: it is under way (200 requests
+	// answered) before the join starts, and goes on until the join ended and at least
+	// 2,000 requests were answered (at most 20,000, four minutes).
 	stop := make(chan struct{})
-	type result struct{ sent, unauthorized int64 }
-	done := make(chan result, 1)
+	var counts floodCounts
+	flooded := make(chan struct{})
 	go func() {
-		s, d := flood(cfg.Host, caData, 20, 20000, 4*time.Minute, stop)
-		done <- result{s, d}
+		defer close(flooded)
+		flood(cfg.Host, caData, 20, 2000, 20000, 4*time.Minute, stop, &counts)
 	}()
-	// The join happens under the flood: a second node is added while it runs.
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return counts.answered.Load() >= 200, nil
+	}); err != nil {
+		close(stop)
+		<-flooded
+		t.Fatalf("the flood never got under way: %d requests answered", counts.answered.Load())
+	}
 	const n2 = "ip-198-18-0-12.local.internal"
-	start := time.Now()
+	start, before := time.Now(), counts.answered.Load()
 	out, joinErr := c.command("add", "node", "--name", name, "--timeout", "4m").CombinedOutput()
-	joined := time.Since(start)
+	joined, during := time.Since(start), counts.answered.Load()-before
+	select {
+	case <-flooded:
+		t.Errorf("the flood ended before the join did")
+	default:
+	}
 	close(stop)
-	r := <-done
-	t.Logf("flood: %d requests answered (%d 401) during a join of %s", r.sent, r.unauthorized, joined.Round(time.Second))
+	<-flooded
+	total, unauthorized := counts.answered.Load(), counts.unauthorized.Load()
+	t.Logf("flood: %d requests answered in all (%d 401), %d of them during the join of %s", total, unauthorized, during, joined.Round(time.Second))
 	if joinErr != nil {
 		t.Fatalf("add node under the flood: %v\n%s", joinErr, out)
 	}
-	if r.sent < 2000 {
-		t.Errorf("the flood sent only %d requests during the join, want at least 2,000", r.sent)
+	if total < 2000 || during == 0 {
+		t.Errorf("the flood answered %d requests, %d during the join; want at least 2,000, the join inside it", total, during)
 	}
-	if r.unauthorized < r.sent*9/10 {
-		t.Errorf("only %d of %d garbage requests were refused 401", r.unauthorized, r.sent)
+	if unauthorized < total*9/10 {
+		t.Errorf("only %d of %d garbage requests were refused 401", unauthorized, total)
 	}
 	if got := c.readyNodes(kubeconfig); !slices.Contains(got, n2) {
 		t.Errorf("Ready nodes after the flood = %v, want %s", got, n2)
