@@ -86,7 +86,7 @@ func ctr(ctx context.Context, sock string, args ...string) ([]byte, error) {
 		if msg == "" {
 			msg = strings.TrimSpace(out.String())
 		}
-		return out.Bytes(), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, msg)
+		return out.Bytes(), fmt.Errorf("ctr %s: %w: %s", strings.Join(args[:min(2, len(args))], " "), err, msg)
 	}
 	return out.Bytes(), nil
 }
