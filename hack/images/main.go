@@ -202,7 +202,7 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	if err := imagebuild.WriteArchive(dst, built, img.refs...); err != nil {
 		return err
 	}
-	digest, err := built.Digest()
+	id, err := built.ConfigName()
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: built in %s: %.1f MB, manifest %s\n", prefix, time.Since(start).Round(100*time.Millisecond), float64(st.Size())/1e6, digest)
+	fmt.Printf("%s: built in %s: %.1f MB, image ID %s\n", prefix, time.Since(start).Round(100*time.Millisecond), float64(st.Size())/1e6, id)
 	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
 		if err := copyFile(dst, cached); err != nil {
 			fmt.Fprintf(os.Stderr, "images: warning: caching %s: %v\n", cached, err)

@@ -54,8 +54,11 @@ func StartContainerd(ctx context.Context, path, root, state, logFile string) (*C
 	c := &Containerd{Socket: sock, proc: p}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := ctr(ctx, sock, "version"); err == nil {
-			return c, nil
+		// ctr waits long for a socket that is not there yet: ask only once it is.
+		if _, err := os.Stat(sock); err == nil {
+			if _, err := ctr(ctx, sock, "version"); err == nil {
+				return c, nil
+			}
 		}
 		select {
 		case <-p.Done():
