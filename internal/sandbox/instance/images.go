@@ -149,6 +149,19 @@ func parseImageList(out string) ([]Image, error) {
 	return imgs, nil
 }
 
+// localContainerdConfig is the containerd configuration a local instance adds to
+// nodeadm's: its opt directory under its root, and oom_score_adj never below
+// containerd's own. The CRI plugin gives pod sandboxes -998 (and the kubelet asks
+// -997 for Guaranteed containers); lowering a score needs CAP_SYS_RESOURCE, which
+// hosts such as this project's CI machines withhold even from root, and then runc
+// fails every sandbox with "can't get final child's PID from pipe: EOF" (its nsexec
+// cannot write /proc/self/oom_score_adj). Nodes share the host, so the kernel's OOM
+// order among them matters little.
+func localContainerdConfig(root string) string {
+	return fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n\n"+
+		"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n", filepath.Join(root, "opt/containerd"))
+}
+
 // ImportLog is the log, under an instance's root, of the containerd that imports its
 // images at launch.
 const ImportLog = "var/log/containerd-import.log"
