@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
@@ -160,6 +161,21 @@ func parseImageList(out string) ([]Image, error) {
 func localContainerdConfig(root string) string {
 	return fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n\n"+
 		"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n", filepath.Join(root, "opt/containerd"))
+}
+
+// localRuntimeSpec is what a local instance changes in nodeadm's base OCI runtime spec:
+// the open-files limit, within the host's. nodeadm asks a hard limit of 1048576, as
+// on EC2; above the limit containerd runs with, runc cannot raise it without
+// CAP_SYS_RESOURCE, and every container fails with "error setting rlimit type 7".
+func localRuntimeSpec() map[string]any {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max == 0 {
+		return map[string]any{}
+	}
+	soft := min(lim.Max, 65536)
+	return map[string]any{"process": map[string]any{
+		"rlimits": []map[string]any{{"type": "RLIMIT_NOFILE", "soft": soft, "hard": lim.Max}},
+	}}
 }
 
 // ImportLog is the log, under an instance's root, of the containerd that imports its

@@ -304,7 +304,8 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 		"spec": map[string]any{
 			"kubelet": map[string]any{"config": kubelet, "flags": append([]string{}, spec.KubeletFlags...)},
 			"containerd": map[string]any{
-				"config": localContainerdConfig(root),
+				"config":          localContainerdConfig(root),
+				"baseRuntimeSpec": localRuntimeSpec(),
 			},
 		},
 	}
