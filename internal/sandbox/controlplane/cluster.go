@@ -51,7 +51,9 @@ type Cluster struct {
 	failed     chan error
 }
 
-// Start brings up etcd and kube-apiserver and returns once the API server is ready. On
+// Start brings up etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the
+// last two unless Options.APIServerOnly) and returns once each answers its health
+// check. On
 // failure it stops whatever it started and returns an error that quotes the failing
 // daemon's log.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
@@ -67,14 +69,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		binDir = toolbin.Dir()
 	}
 	opts.BinDir = binDir
-	bins := []string{toolbin.Etcd, toolbin.KubeAPIServer}
-	if !opts.APIServerOnly {
-		bins = append(bins, toolbin.KubeControllerManager, toolbin.KubeScheduler)
-	}
-	for _, b := range bins {
-		if _, err := toolbin.Find(binDir, b); err != nil {
-			return nil, err
-		}
+	if err := findBinaries(&opts); err != nil {
+		return nil, err
 	}
 
 	c = &Cluster{
@@ -131,15 +127,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.writeKubeconfig(); err != nil {
 		return c, err
 	}
-	if !opts.APIServerOnly {
-		// The controllers first: the service-account and root-CA publisher controllers
-		// must fill a namespace before any pod there can start.
-		if err := c.step("starting kube-controller-manager", func() error { return c.startControllerManager(ctx) }); err != nil {
-			return c, err
-		}
-		if err := c.step("starting kube-scheduler", func() error { return c.startScheduler(ctx) }); err != nil {
-			return c, err
-		}
+	if err := c.startComponents(ctx); err != nil {
+		return c, err
 	}
 	c.mu.Lock()
 	c.state.Ready = true
@@ -148,6 +137,33 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	err = writeState(opts.StateDir, &c.state)
 	c.mu.Unlock()
 	return c, err
+}
+
+// findBinaries checks that every daemon the cluster runs has its binary.
+func findBinaries(opts *Options) error {
+	bins := []string{toolbin.Etcd, toolbin.KubeAPIServer}
+	if !opts.APIServerOnly {
+		bins = append(bins, toolbin.KubeControllerManager, toolbin.KubeScheduler)
+	}
+	for _, b := range bins {
+		if _, err := toolbin.Find(opts.BinDir, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startComponents starts kube-controller-manager, then kube-scheduler, unless
+// Options.APIServerOnly. The controllers come first: the service-account and root-CA
+// publisher controllers must fill a namespace before any pod there can start.
+func (c *Cluster) startComponents(ctx context.Context) error {
+	if c.opts.APIServerOnly {
+		return nil
+	}
+	if err := c.step("starting kube-controller-manager", func() error { return c.startControllerManager(ctx) }); err != nil {
+		return err
+	}
+	return c.step("starting kube-scheduler", func() error { return c.startScheduler(ctx) })
 }
 
 func (c *Cluster) step(what string, fn func() error) error {

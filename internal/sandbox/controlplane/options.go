@@ -10,7 +10,7 @@
 // namespace. Without root it runs on the host's loopback interface.
 //
 // It is over 600 lines because it runs a whole control plane: options, PKI, the state
-// file and the supervised daemons, one file each.
+// file, the daemons, the restarted components and their health checks, one file each.
 package controlplane
 
 import (
