@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,13 +232,17 @@ func (c *Cluster) startComponent(ctx context.Context, name string, nsPort int, a
 		c.recordComponent(name, k.health, "ok", p.LogFile(), 0)
 		err = c.waitHealthy(ctx, p, hc, k.health, "ok")
 		if err == nil {
-			k.done = make(chan struct{})
-			go c.supervise(k)
+			k.mu.Lock()
+			if !k.stopping { // Stop may have run meanwhile
+				k.done = make(chan struct{})
+				go c.supervise(k, k.done)
+			}
+			k.mu.Unlock()
 			return nil
 		}
 		k.shutdown()
 		c.mu.Lock()
-		c.components = c.components[:len(c.components)-1]
+		c.components = slices.DeleteFunc(c.components, func(x *component) bool { return x == k })
 		c.mu.Unlock()
 		if c.ns.Name != "" || attempt == 3 || !strings.Contains(p.LogTail(30), "address already in use") {
 			return err
@@ -248,8 +253,8 @@ func (c *Cluster) startComponent(ctx context.Context, name string, nsPort int, a
 
 // supervise restarts k whenever it exits until shutdown, with a growing delay, and
 // logs and records each restart.
-func (c *Cluster) supervise(k *component) {
-	defer close(k.done)
+func (c *Cluster) supervise(k *component, done chan struct{}) {
+	defer close(done)
 	delay := minRestartDelay
 	for {
 		k.mu.Lock()
@@ -298,11 +303,11 @@ func (k *component) shutdown() {
 		k.stopping = true
 		close(k.stop)
 	}
-	p := k.proc
+	p, done := k.proc, k.done
 	k.mu.Unlock()
 	p.Stop(10 * time.Second)
-	if k.done != nil {
-		<-k.done
+	if done != nil {
+		<-done
 	}
 }
 
