@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -322,6 +323,30 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 		t.Fatalf("nodejoin kubeconfig: %v\n%s", err, kubeconfig)
 	}
 
+	// e2e.test waits up to 30 minutes for schedulable nodes before any test; a cluster
+	// that cannot get there fails here, sooner and with the reason.
+	kubeconfig = strings.TrimSpace(kubeconfig)
+	kc := func(args ...string) (string, error) {
+		b, err := exec.CommandContext(t.Context(), kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(b)), err
+	}
+	waitFor(t, "the default ServiceAccount in namespace default (kube-controller-manager creates it)", func() (bool, string) {
+		o, err := kc("get", "serviceaccount", "default", "--namespace", "default", "--output", "name")
+		return err == nil, o
+	})
+	waitFor(t, fmt.Sprintf("%d Ready node(s) without taints (kube-controller-manager lifts node.kubernetes.io/not-ready)", nodes), func() (bool, string) {
+		o, err := kc("get", "nodes", "--output", `jsonpath={range .items[*]}{.metadata.name} ready={.status.conditions[?(@.type=="Ready")].status} taints={.spec.taints}{"\n"}{end}`)
+		if err != nil {
+			return false, o
+		}
+		lines := strings.Split(o, "\n")
+		ok := len(lines) == nodes
+		for _, l := range lines {
+			ok = ok && strings.Contains(l, " ready=True ") && strings.HasSuffix(l, " taints=")
+		}
+		return ok, o
+	})
+
 	logPath := filepath.Join(out, "e2e.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -332,7 +357,7 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	if testing.Verbose() {
 		w = io.MultiWriter(logFile, os.Stdout)
 	}
-	cmd := exec.CommandContext(t.Context(), e2e, l.Args(names, strings.TrimSpace(kubeconfig), kubectl, out, timeout)...)
+	cmd := exec.CommandContext(t.Context(), e2e, l.Args(names, kubeconfig, kubectl, out, timeout)...)
 	cmd.Stdout, cmd.Stderr = w, w
 	t.Logf("running %d test(s): %s", len(names), strings.Join(cmd.Args, " "))
 	runErr := cmd.Run()
@@ -367,6 +392,27 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	}
 	if runErr != nil && len(r.Failed) == 0 {
 		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, logPath)
+	}
+}
+
+// waitFor polls ready for up to five minutes, failing the test with what was waited for
+// and the last observation when it never holds.
+func waitFor(t *testing.T, what string, ready func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ok, seen := ready()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5m for %s; last seen:\n%s", what, seen)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
 
