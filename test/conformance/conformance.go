@@ -172,22 +172,24 @@ type junitSuite struct {
 }
 
 type junitCase struct {
-	Name    string `xml:"name,attr"`
-	Status  string `xml:"status,attr"`
-	Failure *struct {
-		Message string `xml:"message,attr"`
-	} `xml:"failure"`
-	Error *struct {
-		Message string `xml:"message,attr"`
-	} `xml:"error"`
+	Name    string        `xml:"name,attr"`
+	Status  string        `xml:"status,attr"`
+	Failure *junitMessage `xml:"failure"`
+	Error   *junitMessage `xml:"error"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
 }
 
 // ReadJUnit reads the JUnit report e2e.test wrote (--report-dir) and returns the outcome
 // of the named tests. A test counts as skipped when it was skipped at run time (the
-// framework skips tests whose prerequisites are missing) or never reached (the suite was
-// interrupted). A failed suite setup ([SynchronizedBeforeSuite]) fails every named test
-// that did not pass. Tests not named are ignored: the report lists every test of the
-// suite, filtered-out ones as skipped.
+// framework skips tests whose prerequisites are missing). When the suite's setup
+// ([SynchronizedBeforeSuite]: nodes schedulable, kube-system ready) failed or timed out,
+// every named test that did not pass counts as failed with the setup's failure: the
+// report then lists no test at all. Tests not named are ignored: the report lists every
+// test of the suite, filtered-out ones as skipped.
 func ReadJUnit(path string, names []string) (Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -214,6 +216,9 @@ func ReadJUnit(path string, names []string) (Result, error) {
 	for _, n := range names {
 		c, ok := status[n]
 		switch {
+		case !ok && setupFailure != "":
+			r.Failed = append(r.Failed, n)
+			r.Failures[n] = setupFailure
 		case !ok:
 			return Result{}, fmt.Errorf("the JUnit report %s has no test named %q: is the name in focus.yaml exact?", path, n)
 		case c.Status == "passed":
@@ -239,12 +244,19 @@ func isSetup(name string) bool {
 	return strings.HasPrefix(name, "[SynchronizedBeforeSuite]") || strings.HasPrefix(name, "[BeforeSuite]")
 }
 
+// message returns a failed test case's message: the message attribute, else the first
+// line of the failure's text (Ginkgo leaves the attribute empty on timeouts), else the
+// status.
 func message(c junitCase) string {
-	switch {
-	case c.Failure != nil && c.Failure.Message != "":
-		return c.Failure.Message
-	case c.Error != nil && c.Error.Message != "":
-		return c.Error.Message
+	for _, m := range []*junitMessage{c.Failure, c.Error} {
+		switch {
+		case m == nil:
+		case m.Message != "":
+			return m.Message
+		case strings.TrimSpace(m.Text) != "":
+			first, _, _ := strings.Cut(strings.TrimSpace(m.Text), "\n")
+			return first
+		}
 	}
 	return c.Status
 }

@@ -125,8 +125,10 @@ func TestReadJUnit(t *testing.T) {
 		{"junit_failed.xml", []string{hostIP, lease, dns}, "1 passed, 1 failed, 1 skipped",
 			map[string]string{lease: "leases.coordination.k8s.io is forbidden"}, ""},
 		{"junit_failed.xml", []string{hostIP}, "1 passed, 0 failed, 0 skipped", map[string]string{}, ""},
-		{"junit_setup_failed.xml", []string{hostIP, lease}, "0 passed, 2 failed, 0 skipped",
-			map[string]string{hostIP: "[SynchronizedBeforeSuite]: there are not ready nodes", lease: "[SynchronizedBeforeSuite]: there are not ready nodes"}, ""},
+		// A real report: the suite timed out waiting for schedulable nodes (no
+		// kube-controller-manager lifted the not-ready taint).
+		{"junit_setup_timedout.xml", []string{hostIP, lease}, "0 passed, 2 failed, 0 skipped",
+			map[string]string{hostIP: "[SynchronizedBeforeSuite]: [TIMEDOUT] A suite timeout occurred", lease: "[SynchronizedBeforeSuite]: [TIMEDOUT] A suite timeout occurred"}, ""},
 		{"junit_failed.xml", []string{"[sig-node] Pods should get a host IP [Conformance]"}, "", nil, "has no test named"},
 		{"missing.xml", []string{hostIP}, "", nil, "reading the JUnit report"},
 	}
