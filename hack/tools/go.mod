@@ -236,6 +236,8 @@ require (
 	tags.cncf.io/container-device-interface/specs-go v1.1.0 // indirect
 )
 
+// The commands hack/build-tools.sh builds from this module. The e2e suite's packages,
+// which e2e.test (go test -c k8s.io/kubernetes/test/e2e) needs, are kept by tools.go.
 tool (
 	github.com/onsi/ginkgo/v2/ginkgo
 	k8s.io/kubernetes/cmd/kube-apiserver
