@@ -13,6 +13,7 @@
 # ($NODEJOIN_TOOLS_CACHE, default ~/.cache/nodejoin/tools/NAME/KEY) when another checkout
 # built it, and built otherwise. Every file is written to a temporary name and renamed.
 set -euo pipefail
+shopt -s inherit_errexit # a failing `go list` inside $(...) stops the script
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"

@@ -242,7 +242,7 @@ func TestConformanceSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, l, "conformance-subset", 1, l.Names(true), "30m")
+	run(t, l, "conformance-subset", 1, l.Names(true), "20m") // inside make test's 30m per package
 }
 
 // TestConformance runs the whole focus list (or, with -focus=all, every conformance test
