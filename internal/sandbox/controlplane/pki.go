@@ -32,7 +32,13 @@ type PKI struct {
 	Scheduler         certFiles // kube-scheduler's client certificate (system:kube-scheduler)
 	// ComponentServing serves /healthz of kube-controller-manager and kube-scheduler on
 	// 127.0.0.1, so that health checks verify them against the cluster CA.
-	ComponentServing     certFiles
+	ComponentServing certFiles
+	// FrontProxyCA, a CA of its own, signs only FrontProxyClient: the client certificate
+	// kube-apiserver presents when it proxies to an aggregated API server, and which
+	// makes the X-Remote-User headers trusted. kube-controller-manager and kube-scheduler
+	// read it (delegated authentication) from kube-system/extension-apiserver-authentication.
+	FrontProxyCA         certFiles
+	FrontProxyClient     certFiles
 	ServiceAccountKey    string
 	ServiceAccountPublic string
 }
@@ -53,6 +59,8 @@ func newPKIPaths(dir string) PKI {
 		ControllerManager:    pair("kube-controller-manager"),
 		Scheduler:            pair("kube-scheduler"),
 		ComponentServing:     pair("component-serving"),
+		FrontProxyCA:         pair("front-proxy-ca"),
+		FrontProxyClient:     pair("front-proxy-client"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
 		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
 	}
@@ -112,6 +120,9 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 			return nil, err
 		}
 	}
+	if err := generateFrontProxy(p); err != nil {
+		return nil, err
+	}
 	sa, err := pki.NewSigningKey()
 	if err != nil {
 		return nil, err
@@ -132,3 +143,25 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 	}
 	return ca, nil
 }
+
+// generateFrontProxy creates the front proxy's CA and its one client certificate. A CA
+// apart from the cluster CA, as kubeadm has it: a client certificate of the cluster CA
+// must never be able to assert another user through request headers.
+func generateFrontProxy(p PKI) error {
+	ca, err := pki.NewCA("nodejoin-front-proxy", caValidity)
+	if err != nil {
+		return err
+	}
+	if err := ca.Write(p.FrontProxyCA.Cert, p.FrontProxyCA.Key); err != nil {
+		return err
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: frontProxyClientName, Usage: pki.ClientAuth, Validity: leafValidity})
+	if err != nil {
+		return err
+	}
+	return kp.Write(p.FrontProxyClient.Cert, p.FrontProxyClient.Key)
+}
+
+// frontProxyClientName is the front proxy client's CN, the one name
+// --requestheader-allowed-names lets set request headers.
+const frontProxyClientName = "front-proxy-client"
