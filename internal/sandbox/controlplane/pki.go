@@ -20,14 +20,25 @@ type certFiles struct{ Cert, Key string }
 
 // PKI holds the paths of the cluster's certificates and keys.
 type PKI struct {
-	Dir              string
-	CA               certFiles
-	APIServer        certFiles // serving certificate of kube-apiserver
-	APIServerKubelet certFiles // kube-apiserver's client certificate towards kubelets
-	APIServerEtcd    certFiles // kube-apiserver's client certificate towards etcd
-	Etcd             certFiles // etcd's serving and peer certificate
-	Admin            certFiles // cluster administrator, group system:masters
-	TokenWebhook     certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	Dir               string
+	CA                certFiles
+	APIServer         certFiles // serving certificate of kube-apiserver
+	APIServerKubelet  certFiles // kube-apiserver's client certificate towards kubelets
+	APIServerEtcd     certFiles // kube-apiserver's client certificate towards etcd
+	Etcd              certFiles // etcd's serving and peer certificate
+	Admin             certFiles // cluster administrator, group system:masters
+	TokenWebhook      certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	ControllerManager certFiles // kube-controller-manager's client certificate (system:kube-controller-manager)
+	Scheduler         certFiles // kube-scheduler's client certificate (system:kube-scheduler)
+	// ComponentServing serves /healthz of kube-controller-manager and kube-scheduler on
+	// 127.0.0.1, so that health checks verify them against the cluster CA.
+	ComponentServing certFiles
+	// FrontProxyCA, a CA of its own, signs only FrontProxyClient: the client certificate
+	// kube-apiserver presents when it proxies to an aggregated API server, and which
+	// makes the X-Remote-User headers trusted. kube-controller-manager and kube-scheduler
+	// read it (delegated authentication) from kube-system/extension-apiserver-authentication.
+	FrontProxyCA     certFiles
+	FrontProxyClient certFiles
 	// TokenWebhookClientCA is the CA (certificate only; its key is discarded) that
 	// signed TokenWebhookClient, kube-apiserver's client certificate towards the token
 	// webhook. A CA of its own: the cluster CA signs every kubelet's client
@@ -51,6 +62,11 @@ func newPKIPaths(dir string) PKI {
 		Etcd:                 pair("etcd-server"),
 		Admin:                pair("admin"),
 		TokenWebhook:         pair("token-webhook"),
+		ControllerManager:    pair("kube-controller-manager"),
+		Scheduler:            pair("kube-scheduler"),
+		ComponentServing:     pair("component-serving"),
+		FrontProxyCA:         pair("front-proxy-ca"),
+		FrontProxyClient:     pair("front-proxy-client"),
 		TokenWebhookClientCA: filepath.Join(dir, "token-webhook-client-ca.crt"),
 		TokenWebhookClient:   pair("token-webhook-client"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
@@ -91,6 +107,10 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		{p.APIServerEtcd, pki.Request{CommonName: "kube-apiserver-etcd-client", Usage: pki.ClientAuth}},
 		{p.Etcd, pki.Request{CommonName: "etcd", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth | pki.ClientAuth}},
 		{p.Admin, pki.Request{CommonName: "nodejoin-admin", Organization: []string{"system:masters"}, Usage: pki.ClientAuth}},
+		// The bootstrap RBAC policy binds these user names to the components' roles.
+		{p.ControllerManager, pki.Request{CommonName: "system:kube-controller-manager", Usage: pki.ClientAuth}},
+		{p.Scheduler, pki.Request{CommonName: "system:kube-scheduler", Usage: pki.ClientAuth}},
+		{p.ComponentServing, pki.Request{CommonName: "nodejoin-control-plane-components", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth}},
 	}
 	if o.TokenWebhook {
 		leaves = append(leaves, struct {
@@ -110,6 +130,9 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		if err := kp.Write(l.files.Cert, l.files.Key); err != nil {
 			return nil, err
 		}
+	}
+	if err := generateFrontProxy(p); err != nil {
+		return nil, err
 	}
 	sa, err := pki.NewSigningKey()
 	if err != nil {
@@ -131,6 +154,28 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 	}
 	return ca, nil
 }
+
+// generateFrontProxy creates the front proxy's CA and its one client certificate. A CA
+// apart from the cluster CA, as kubeadm has it: a client certificate of the cluster CA
+// must never be able to assert another user through request headers.
+func generateFrontProxy(p PKI) error {
+	ca, err := pki.NewCA("nodejoin-front-proxy", caValidity)
+	if err != nil {
+		return err
+	}
+	if err := ca.Write(p.FrontProxyCA.Cert, p.FrontProxyCA.Key); err != nil {
+		return err
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: frontProxyClientName, Usage: pki.ClientAuth, Validity: leafValidity})
+	if err != nil {
+		return err
+	}
+	return kp.Write(p.FrontProxyClient.Cert, p.FrontProxyClient.Key)
+}
+
+// frontProxyClientName is the front proxy client's CN, the one name
+// --requestheader-allowed-names lets set request headers.
+const frontProxyClientName = "front-proxy-client"
 
 // webhookClientPKI creates the token webhook's client CA and kube-apiserver's client
 // certificate from it.
