@@ -47,7 +47,7 @@ import (
 
 // builderVersion changes whenever this program lays out an image differently, so that
 // cached archives of the old layout are not reused.
-const builderVersion = "1"
+const builderVersion = "2"
 
 const (
 	pauseVersion   = "3.10.2"
@@ -488,18 +488,21 @@ func images(b *builder, pause string) []image {
 // applets for the rest of a shell's tools, and the users upstream's image has
 // (uid 1000 in gid 50000, for the supplemental-groups tests).
 func (b *builder) userland() (*imagebuild.Layer, error) {
-	l, err := b.setLayer("userland", "userland from Debian bookworm: busybox sh, nc, curl, dig, getent")
+	l, err := b.setLayer("userland", "userland from Debian bookworm: dash, busybox applets, nc, curl, dig, getent")
 	if err != nil {
 		return nil, err
 	}
-	// What Debian's update-alternatives would link.
+	// What Debian's update-alternatives and dash's postinst would link. The shell is
+	// dash: busybox's sh prefers its own applets to PATH when /proc is mounted, and
+	// would run busybox's nc instead of netcat-openbsd's.
 	l.Symlink("bin/nc", "nc.openbsd")
+	l.Symlink("bin/sh", "dash")
 	if err := b.busyboxApplets(l); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "user-defined-in-image:x:1000:50000::/home/user-defined-in-image:/bin/sh\n", "group-defined-in-image:x:50000:user-defined-in-image\n")
-	if e, ok := l.Lookup("bin/sh"); !ok || e.Type != tar.TypeSymlink {
-		return nil, errors.New("userland has no /bin/sh")
+	if e, ok := l.Lookup("bin/sh"); !ok || e.Type != tar.TypeSymlink || e.Linkname != "dash" {
+		return nil, errors.New("userland's /bin/sh is not dash")
 	}
 	return l, nil
 }
