@@ -47,7 +47,7 @@ import (
 
 // builderVersion changes whenever this program lays out an image differently, so that
 // cached archives of the old layout are not reused.
-const builderVersion = "1"
+const builderVersion = "2"
 
 const (
 	pauseVersion   = "3.10.2"
@@ -58,13 +58,15 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
 type builder struct {
+	// w receives the progress lines.
+	w                        io.Writer
 	bin, out, cache, scratch string
 	pins                     []imagebuild.Pin
 	// extracted holds each Debian package's extracted tree, by name.
@@ -84,7 +86,7 @@ type image struct {
 	layers   func(b *builder) ([]*imagebuild.Layer, error)
 }
 
-func run(ctx context.Context, args []string) error {
+func run(ctx context.Context, args []string, w io.Writer) error {
 	fl := flag.NewFlagSet("images", flag.ContinueOnError)
 	home, _ := os.UserCacheDir()
 	bin := fl.String("bin", "bin", "directory with the binaries (agnhost, kube-proxy, coredns)")
@@ -115,8 +117,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(scratch) }()
-	b := &builder{bin: *bin, out: *out, cache: *cache, scratch: scratch, pins: pins, extracted: map[string]string{}}
-	if err := os.MkdirAll(b.out, 0o755); err != nil {
+	b := &builder{w: w, bin: *bin, out: *out, cache: *cache, scratch: scratch, pins: pins, extracted: map[string]string{}}
+	if err := os.MkdirAll(b.out, 0o755); err != nil { //nolint:gosec // G301: bin/ is readable like the binaries beside it.
 		return err
 	}
 
@@ -136,7 +138,7 @@ func run(ctx context.Context, args []string) error {
 		prefix := fmt.Sprintf("images: [%d/%d] %s", i+1, len(imgs), img.name)
 		if img.optional != "" {
 			if _, err := os.Stat(img.inputs[img.optional]); err != nil {
-				fmt.Printf("%s: skipped: %s is missing (build it first; `make tools` does)\n", prefix, img.inputs[img.optional])
+				fmt.Fprintf(w, "%s: skipped: %s is missing (build it first; `make tools` does)\n", prefix, img.inputs[img.optional])
 				continue
 			}
 		}
@@ -144,7 +146,7 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("image %s: %w", img.name, err)
 		}
 	}
-	fmt.Printf("images: done in %s (%s)\n", time.Since(start).Round(100*time.Millisecond), b.out)
+	fmt.Fprintf(w, "images: done in %s (%s)\n", time.Since(start).Round(100*time.Millisecond), b.out)
 	return nil
 }
 
@@ -160,6 +162,9 @@ func contains(list []string, s string) bool {
 // make brings out/<name>.tar up to date: kept when its key stamp matches, copied from
 // the cache, or built (and then cached).
 func (b *builder) make(ctx context.Context, img image, prefix string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	key, err := b.key(img)
 	if err != nil {
 		return err
@@ -168,7 +173,7 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	stamp := filepath.Join(b.out, "."+img.name+".key")
 	if got, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(got)) == key {
 		if _, err := os.Stat(dst); err == nil {
-			fmt.Printf("%s: up to date (key %s)\n", prefix, key)
+			fmt.Fprintf(b.w, "%s: up to date (key %s)\n", prefix, key)
 			return nil
 		}
 	}
@@ -179,10 +184,10 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 		if err := copyFile(cached, dst); err != nil {
 			return err
 		}
-		fmt.Printf("%s: copied from %s in %s\n", prefix, cached, time.Since(start).Round(100*time.Millisecond))
+		fmt.Fprintf(b.w, "%s: copied from %s in %s\n", prefix, cached, time.Since(start).Round(100*time.Millisecond))
 		return atomicfile.WriteFile(stamp, []byte(key+"\n"), 0o644)
 	}
-	fmt.Printf("%s: building %s\n", prefix, strings.Join(img.refs, ", "))
+	fmt.Fprintf(b.w, "%s: building %s\n", prefix, strings.Join(img.refs, ", "))
 	layers, err := img.layers(b)
 	if err != nil {
 		return err
@@ -210,8 +215,8 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: built in %s: %.1f MB, image ID %s\n", prefix, time.Since(start).Round(100*time.Millisecond), float64(st.Size())/1e6, id)
-	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+	fmt.Fprintf(b.w, "%s: built in %s: %.1f MB, image ID %s\n", prefix, time.Since(start).Round(100*time.Millisecond), float64(st.Size())/1e6, id)
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil { //nolint:gosec // G301: a cache of public images, like the tools cache.
 		if err := copyFile(dst, cached); err != nil {
 			fmt.Fprintf(os.Stderr, "images: warning: caching %s: %v\n", cached, err)
 		}
@@ -342,7 +347,7 @@ func (b *builder) busyboxApplets(l *imagebuild.Layer) error {
 	if err != nil {
 		return err
 	}
-	out, err := exec.Command(filepath.Join(dir, "bin/busybox"), "--list-full").Output()
+	out, err := exec.CommandContext(context.Background(), filepath.Join(dir, "bin/busybox"), "--list-full").Output()
 	if err != nil {
 		return fmt.Errorf("listing busybox applets: %w", err)
 	}
@@ -483,18 +488,21 @@ func images(b *builder, pause string) []image {
 // applets for the rest of a shell's tools, and the users upstream's image has
 // (uid 1000 in gid 50000, for the supplemental-groups tests).
 func (b *builder) userland() (*imagebuild.Layer, error) {
-	l, err := b.setLayer("userland", "userland from Debian bookworm: busybox sh, nc, curl, dig, getent")
+	l, err := b.setLayer("userland", "userland from Debian bookworm: dash, busybox applets, nc, curl, dig, getent")
 	if err != nil {
 		return nil, err
 	}
-	// What Debian's update-alternatives would link.
+	// What Debian's update-alternatives and dash's postinst would link. The shell is
+	// dash: busybox's sh prefers its own applets to PATH when /proc is mounted, and
+	// would run busybox's nc instead of netcat-openbsd's.
 	l.Symlink("bin/nc", "nc.openbsd")
+	l.Symlink("bin/sh", "dash")
 	if err := b.busyboxApplets(l); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "user-defined-in-image:x:1000:50000::/home/user-defined-in-image:/bin/sh\n", "group-defined-in-image:x:50000:user-defined-in-image\n")
-	if e, ok := l.Lookup("bin/sh"); !ok || e.Type != tar.TypeSymlink {
-		return nil, errors.New("userland has no /bin/sh")
+	if e, ok := l.Lookup("bin/sh"); !ok || e.Type != tar.TypeSymlink || e.Linkname != "dash" {
+		return nil, errors.New("userland's /bin/sh is not dash")
 	}
 	return l, nil
 }

@@ -18,7 +18,7 @@ var version = "dev"
 func main() {
 	for _, a := range os.Args[1:] {
 		if strings.EqualFold(a, "-v") {
-			fmt.Printf("pause.go %s\n", version)
+			fmt.Fprintf(os.Stdout, "pause.go %s\n", version)
 			os.Exit(0)
 		}
 	}

@@ -151,7 +151,7 @@ func TestArchiveContents(t *testing.T) {
 		names = append(names, h.Name)
 		if h.Name == m[0].Layers[1] {
 			for _, e := range layerEntries(t, tr) {
-				app = append(app, e.Name+" "+strings.TrimLeft(os.FileMode(e.Mode).String(), "-")+" "+e.Linkname)
+				app = append(app, e.Name+" "+strings.TrimLeft(e.FileInfo().Mode().Perm().String(), "-")+" "+e.Linkname)
 				if !e.ModTime.Equal(Epoch) || (e.Uid != 0 && e.Name != "home/user/") || e.Uname != "" {
 					t.Errorf("entry %s: mtime %v uid %d uname %q", e.Name, e.ModTime, e.Uid, e.Uname)
 				}

@@ -97,7 +97,7 @@ func LoadImages(ctx context.Context, name string, archives []string) ([]NodeImag
 		return nil, err
 	}
 	dir := filepath.Join(stateDir, filepath.Dir(loadedImagesFile))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	var kept []string

@@ -103,7 +103,7 @@ func TestImagesLoadAndRunOnARealNode(t *testing.T) {
 	// Until kube-controller-manager runs in every cluster, the default service account
 	// may be missing; pods need it to pass admission.
 	if out, err := exec.CommandContext(t.Context(), filepath.Join(c.binDir, "kubectl"), "--kubeconfig", kubeconfig,
-		"create", "serviceaccount", "default").CombinedOutput(); err != nil && !strings.Contains(string(out), "AlreadyExists") {
+		"create", "serviceaccount", "default").CombinedOutput(); err != nil && !strings.Contains(string(out), "already exists") {
 		t.Fatalf("creating the default service account: %v\n%s", err, out)
 	}
 	pods := []string{

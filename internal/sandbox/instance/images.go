@@ -35,7 +35,7 @@ type Containerd struct {
 // snapshots under root, its state and socket under state, and its CRI plugin off (it
 // only stores images), and waits until it answers.
 func StartContainerd(ctx context.Context, path, root, state, logFile string) (*Containerd, error) {
-	if err := os.MkdirAll(state, 0o711); err != nil {
+	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(state, "containerd.sock")
@@ -45,7 +45,7 @@ func StartContainerd(ctx context.Context, path, root, state, logFile string) (*C
 	if err := atomicfile.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o750); err != nil {
 		return nil, err
 	}
 	p, err := process.Start(process.Spec{Name: "containerd (image import)", Argv: []string{path, "--config", cfgPath}, LogFile: logFile})
