@@ -26,6 +26,11 @@ deps: ## Install the Debian packages local nodes need (as root; otherwise list t
 .PHONY: tools
 tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
 	@hack/build-tools.sh
+	@$(MAKE) --no-print-directory images
+
+.PHONY: images
+images: ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS) into bin/images/ from bin/ and pinned Debian packages
+	$(GO) run ./hack/images
 
 .PHONY: build
 build: ## Build nodejoin, nodeadm and nodejoin-controller into bin/
