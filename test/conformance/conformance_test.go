@@ -156,6 +156,9 @@ func TestReadJUnit(t *testing.T) {
 // built it.
 func e2eTest(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs e2e.test: skipped with -short")
+	}
 	p, err := toolbin.Find(toolbin.Dir(), "e2e.test")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -270,9 +273,6 @@ func TestConformance(t *testing.T) {
 // tests (every conformance test but the skipped ones when names is empty), prints the
 // counts, fails the test for each failed one, and removes the cluster.
 func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string) {
-	if testing.Short() {
-		t.Skip("conformance: skipped with -short")
-	}
 	e2e := e2eTest(t)
 	requireRealNodes(t)
 	bin := toolbin.Dir()
