@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,6 +157,9 @@ func TestReadJUnit(t *testing.T) {
 // built it.
 func e2eTest(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs e2e.test: skipped with -short")
+	}
 	p, err := toolbin.Find(toolbin.Dir(), "e2e.test")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -270,9 +274,6 @@ func TestConformance(t *testing.T) {
 // tests (every conformance test but the skipped ones when names is empty), prints the
 // counts, fails the test for each failed one, and removes the cluster.
 func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string) {
-	if testing.Short() {
-		t.Skip("conformance: skipped with -short")
-	}
 	e2e := e2eTest(t)
 	requireRealNodes(t)
 	bin := toolbin.Dir()
@@ -300,27 +301,30 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	}
 	t.Logf("artifacts: %s", out)
 
-	nj := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(t.Context(), nodejoin, args...)
+	// Cleanup runs after t.Context() is canceled: export and down get a context of their own.
+	nj := func(ctx context.Context, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, nodejoin, args...)
 		cmd.Env = append(os.Environ(), toolbin.EnvDir+"="+bin)
 		b, err := cmd.CombinedOutput()
 		return string(b), err
 	}
 	t.Logf("starting cluster %s with %d real node(s)", cluster, nodes)
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		if t.Failed() {
-			if o, err := nj("export", "logs", "--name", cluster, filepath.Join(out, "cluster-logs")); err != nil {
+			if o, err := nj(ctx, "export", "logs", "--name", cluster, filepath.Join(out, "cluster-logs")); err != nil {
 				t.Logf("nodejoin export logs: %v\n%s", err, o)
 			}
 		}
-		if o, err := nj("down", "--name", cluster); err != nil {
+		if o, err := nj(ctx, "down", "--name", cluster); err != nil {
 			t.Errorf("nodejoin down --name %s: %v\n%s", cluster, err, o)
 		}
 	})
-	if o, err := nj("up", "--name", cluster, "--nodes", fmt.Sprint(nodes), "--kubelet", "real", "--detach"); err != nil {
+	if o, err := nj(t.Context(), "up", "--name", cluster, "--nodes", fmt.Sprint(nodes), "--kubelet", "real", "--detach"); err != nil {
 		t.Fatalf("nodejoin up: %v\n%s", err, o)
 	}
-	kubeconfig, err := nj("kubeconfig", "--name", cluster)
+	kubeconfig, err := nj(t.Context(), "kubeconfig", "--name", cluster)
 	if err != nil {
 		t.Fatalf("nodejoin kubeconfig: %v\n%s", err, kubeconfig)
 	}
