@@ -42,7 +42,7 @@ func kubeProxy(o *Options) ([]runtime.Object, error) {
 	sa := &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(KubeProxy)}
 	crb := &rbacv1.ClusterRoleBinding{
 		TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-		ObjectMeta: metav1.ObjectMeta{Name: "nodejoin:node-proxier", Labels: labels(KubeProxy, nil)},
+		ObjectMeta: metav1.ObjectMeta{Name: KubeProxyBinding, Labels: labels(KubeProxy, nil)},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeProxierRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: metav1.NamespaceSystem, Name: KubeProxy}},
 	}
@@ -104,8 +104,12 @@ func kubeProxy(o *Options) ([]runtime.Object, error) {
 	return []runtime.Object{sa, crb, cm, ds}, nil
 }
 
-// NodeProxierRole is upstream's bootstrap role for kube-proxy.
-const NodeProxierRole = "system:node-proxier"
+// NodeProxierRole is upstream's bootstrap role for kube-proxy; KubeProxyBinding binds
+// kube-proxy's ServiceAccount to it.
+const (
+	NodeProxierRole  = "system:node-proxier"
+	KubeProxyBinding = "nodejoin:node-proxier"
+)
 
 // kubeProxyConfig is the KubeProxyConfiguration. conntrack maxPerCore and min are 0:
 // otherwise kube-proxy writes nf_conntrack_max, which is read-only in any network
