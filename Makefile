@@ -24,8 +24,13 @@ deps: ## Install the Debian packages local nodes need (as root; otherwise list t
 	@hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build the pinned kube-apiserver, kubelet, kube-controller-manager, kubectl, etcd into bin/
+tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
 	@hack/build-tools.sh
+	@$(MAKE) --no-print-directory images
+
+.PHONY: images
+images: ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS) into bin/images/ from bin/ and pinned Debian packages
+	$(GO) run ./hack/images
 
 .PHONY: build
 build: ## Build nodejoin, nodeadm and nodejoin-controller into bin/
@@ -46,6 +51,15 @@ test: deps tools build ## Run every test: a short fuzz of every decoder, then un
 	@hack/fuzz.sh
 	$(GO) test $(TEST_FLAGS) ./...
 
+# What `make conformance` runs: "list" (test/conformance/focus.yaml) or "all" (every
+# conformance test but the skipped ones), and where its JUnit report and logs go.
+CONFORMANCE_FOCUS ?= list
+ARTIFACTS ?= $(CURDIR)/_artifacts/conformance
+
+.PHONY: conformance
+conformance: deps tools build ## Run upstream conformance tests (test/conformance/focus.yaml) on a fresh 2-node cluster; prints passed/failed/skipped
+	$(GO) test -count=1 -v -timeout 4h -run '^TestConformance$$' ./test/conformance -args -conformance -focus=$(CONFORMANCE_FOCUS) -artifacts=$(ARTIFACTS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz every decoder: FUZZTIME each (default 20000x inputs; or a duration such as 5m)
 	@hack/fuzz.sh
@@ -58,6 +72,7 @@ test-unit: ## Run the unit tests only (no root, no binaries)
 lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned version, installed into bin/)
 	$(BIN)/golangci-lint run ./...
 	cd hack/tools/etcd && $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...
+	cd hack/tools/coredns && $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...
 
 $(BIN)/golangci-lint: Makefile
 	@mkdir -p $(BIN)

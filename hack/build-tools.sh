@@ -1,69 +1,194 @@
 #!/usr/bin/env bash
-# Builds the pinned Kubernetes and etcd binaries into bin/ from the hack/tools modules.
+# Builds the pinned tools into bin/: the Kubernetes v1.37.1 commands, agnhost, e2e.test and
+# ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns.
 #
-# The binaries are keyed by a hash of the tools modules' go.mod/go.sum files and this
-# script. A build is skipped when bin/ already holds binaries for the current key, and
-# copied from the per-user cache ($NODEJOIN_TOOLS_CACHE, default
-# ~/.cache/nodejoin/tools/<key>) when another checkout already built them.
+#   hack/build-tools.sh            every tool (what `make tools` runs)
+#   hack/build-tools.sh NAME...    only these (for example: e2e.test ginkgo)
+#
+# Each binary has its own key: a hash of its recipe (package, build mode, flags, ldflags),
+# the Go toolchain and target, and the exact module versions and local sources it is
+# compiled from (`go list -deps`). A change that does not reach a binary's dependencies
+# (another tool added to go.mod, an edit of this script) leaves its key alone. bin/NAME
+# is kept when bin/.tools/NAME.key holds the key, copied from the per-user cache
+# ($NODEJOIN_TOOLS_CACHE, default ~/.cache/nodejoin/tools/NAME/KEY) when another checkout
+# built it, and built otherwise. Every file is written to a temporary name and renamed.
 set -euo pipefail
+shopt -s inherit_errexit # a failing `go list` inside $(...) stops the script
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 tools="$root/hack/tools"
-k8s_cmds=(kube-apiserver kubelet kube-controller-manager kubectl)
-all=("${k8s_cmds[@]}" etcd)
+cache="${NODEJOIN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin/tools}"
+# Cached builds kept per binary (the most recently used); older ones are removed.
+keep=3
 
-key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/go.mod" "$tools/etcd/go.sum" "$0" | sha256sum | cut -c1-16)
-cache="${NODEJOIN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin/tools}/$key"
+# Every tool, in build order: what a cluster runs first, the large test binary last.
+all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns agnhost ginkgo e2e.test)
 
-complete() { # DIR: true when DIR holds every binary and the key stamp
-  local d=$1 b
-  [ "$(cat "$d/.tools-key" 2>/dev/null)" = "$key" ] || return 1
-  for b in "${all[@]}"; do [ -x "$d/$b" ] || return 1; done
+# The Kubernetes binaries share CGO_ENABLED=0, -trimpath and no build tags, so their
+# packages are compiled once into the Go build cache and a further binary mostly links.
+export CGO_ENABLED=0
+export GOFLAGS=-mod=readonly
+
+usage() {
+  echo "usage: $0 [NAME...]   (names: ${all[*]})" >&2
+  exit 2
 }
 
-if complete "$bin"; then
-  echo "tools: bin/ is up to date (key $key)"
-  exit 0
-fi
-mkdir -p "$bin"
-if complete "$cache"; then
-  echo "tools: copying cached binaries from $cache"
-  for b in "${all[@]}"; do cp "$cache/$b" "$bin/.$b.tmp" && mv -f "$bin/.$b.tmp" "$bin/$b"; done
-  echo "$key" > "$bin/.tools-key"
-  exit 0
-fi
+# versions sets k8s_flags (the version ldflags of the pinned k8s.io/kubernetes, so that
+# `kubectl version` and `e2e.test --version` report it) and agnhost_version (the pinned
+# source's test/images/agnhost/VERSION, the tag of the upstream image
+# registry.k8s.io/e2e-test-images/agnhost:<version>), once.
+k8s_flags= agnhost_version=
+versions() {
+  [ -z "$k8s_flags" ] || return 0
+  local version built major minor pkg dir
+  version=$(cd "$tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  built=$(cd "$tools" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+  major=${version#v}; major=${major%%.*}
+  minor=${version#v*.}; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    k8s_flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$built"
+  done
+  dir=$(cd "$tools" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  agnhost_version=$(tr -d ' \n' < "$dir/test/images/agnhost/VERSION")
+}
 
-export CGO_ENABLED=0
-cd "$tools"
-version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-built=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-major=${version#v}; major=${major%%.*}
-minor=${version#v*.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$built"
-done
+# recipe NAME sets mod (module directory), mode (build or test), pkg, tags and ldflags.
+recipe() {
+  mod=$tools mode=build tags= ldflags="-s -w"
+  case $1 in
+    kube-apiserver|kubelet|kube-controller-manager|kube-scheduler|kube-proxy|kubectl)
+      versions
+      pkg=k8s.io/kubernetes/cmd/$1
+      ldflags+=$k8s_flags ;;
+    agnhost)
+      versions
+      pkg=k8s.io/kubernetes/test/images/agnhost
+      ldflags+="$k8s_flags -X main.Version=$agnhost_version" ;;
+    e2e.test)
+      # The test binary of the e2e suite, as upstream builds it with `go test -c`
+      # (vet would only re-check the pinned source).
+      versions
+      mode=test pkg=k8s.io/kubernetes/test/e2e
+      ldflags+=$k8s_flags ;;
+    ginkgo)
+      # The CLI at the version k8s.io/kubernetes pins for the library (parallel runs).
+      pkg=github.com/onsi/ginkgo/v2/ginkgo ;;
+    etcd)
+      mod=$tools/etcd pkg=. ;;
+    coredns)
+      # grpcnotrace as upstream's Makefile; the version is the module's own.
+      mod=$tools/coredns pkg=. tags=grpcnotrace
+      ldflags+=" -X github.com/coredns/coredns/coremain.GitCommit=$(cd "$tools/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns)" ;;
+    *) echo "tools: unknown tool $1" >&2; usage ;;
+  esac
+}
 
-rm -f "$bin/.tools-key"
-n=0
+# describe prints the recipe of the current tool as text for its keys.
+describe() {
+  printf 'mode=%s pkg=%s tags=%s ldflags=%s cgo=%s flags=-trimpath,-buildvcs=false\n' \
+    "$mode" "$pkg" "$tags" "$ldflags" "$CGO_ENABLED"
+  (cd "$mod" && go env GOVERSION GOOS GOARCH GOAMD64 GOEXPERIMENT)
+}
+
+# fast_key hashes what `go list` reads (recipe, toolchain, go.mod, go.sum and the
+# module's own Go files): it names the remembered exact key, so an unchanged tool costs
+# no `go list`.
+fast_key() {
+  { describe; cat "$mod/go.mod" "$mod/go.sum"; find "$mod" -maxdepth 1 -name '*.go' -print0 | sort -z | xargs -0r cat; } |
+    sha256sum | cut -c1-16
+}
+
+# exact_key hashes the recipe, the toolchain and every module version (and replacement)
+# the binary is compiled from, plus the contents of the local files among its sources.
+exact_key() {
+  local testflag=()
+  [ "$mode" = test ] && testflag=(-test)
+  {
+    describe
+    (cd "$mod" && go list "${testflag[@]}" -deps -f \
+      '{{with .Module}}{{if .Main}}{{range $.GoFiles}}file {{$.Dir}}/{{.}}{{"\n"}}{{end}}{{else}}module {{.Path}}@{{.Version}}{{with .Replace}} => {{.Path}}@{{.Version}}{{end}}{{"\n"}}{{end}}{{end}}' \
+      "$pkg") | sort -u | while read -r kind what; do
+      if [ "$kind" = file ]; then
+        echo "file ${what#"$mod"/} $(sha256sum < "$what" | cut -c1-64)"
+      else
+        echo "module $what"
+      fi
+    done
+  } | sha256sum | cut -c1-16
+}
+
+# write_atomic SRC DST copies SRC to DST through a temporary file in DST's directory.
+write_atomic() {
+  local tmp
+  tmp="$(dirname "$2")/.$(basename "$2").tmp.$$"
+  cp "$1" "$tmp"
+  mv -f "$tmp" "$2"
+}
+
+# prune DIR removes all but the $keep most recently used builds in DIR.
+prune() {
+  find "$1" -maxdepth 1 -type f -regex '.*/[0-9a-f]+' -printf '%T@ %p\n' | sort -rn |
+    tail -n +$((keep + 1)) | cut -d' ' -f2- | xargs -r rm -f
+}
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=("${all[@]}")
+for name in "${names[@]}"; do recipe "$name"; done # rejects unknown names before any work
+
+mkdir -p "$bin/.tools" "$cache/keys"
 start=$SECONDS
-for cmd in "${k8s_cmds[@]}"; do
-  n=$((n + 1))
-  echo "tools: [$n/${#all[@]}] building $cmd $version (cold builds take minutes)"
-  go build -trimpath -ldflags "$ldflags" -o "$bin/.$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
-  mv -f "$bin/.$cmd.tmp" "$bin/$cmd"
+built=() copied=() current=()
+i=0
+for name in "${names[@]}"; do
+  i=$((i + 1))
+  step="tools: [$i/${#names[@]}]"
+  recipe "$name"
+  fast=$(fast_key)
+  key=$(cat "$cache/keys/$fast" 2>/dev/null || true)
+  if [ -z "$key" ]; then
+    key=$(exact_key)
+    echo "$key" > "$cache/keys/.$fast.tmp.$$"
+    mv -f "$cache/keys/.$fast.tmp.$$" "$cache/keys/$fast"
+  fi
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.tools/$name.key" 2>/dev/null)" = "$key" ]; then
+    current+=("$name")
+    continue
+  fi
+  dir="$cache/$name"
+  mkdir -p "$dir"
+  # One build per tool at a time across checkouts: a second `make tools` waits, then copies.
+  exec {lock}>"$dir/.lock"
+  flock "$lock"
+  if [ -x "$dir/$key" ]; then
+    echo "$step $name: copying the cached build (key $key)"
+    touch "$dir/$key"
+    copied+=("$name")
+  else
+    echo "$step building $name (cold builds take minutes)"
+    t=$SECONDS
+    out="$dir/.$key.tmp.$$"
+    if [ "$mode" = test ]; then
+      (cd "$mod" && go test -c -vet=off -trimpath -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg")
+    else
+      (cd "$mod" && go build -trimpath -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg")
+    fi
+    mv -f "$out" "$dir/$key"
+    echo "$step built $name in $((SECONDS - t))s ($(du -m "$dir/$key" | cut -f1) MiB)"
+    built+=("$name")
+    prune "$dir"
+  fi
+  rm -f "$bin/.tools/$name.key"
+  write_atomic "$dir/$key" "$bin/$name"
+  exec {lock}>&-
+  echo "$key" > "$bin/.tools/.$name.key.tmp.$$"
+  mv -f "$bin/.tools/.$name.key.tmp.$$" "$bin/.tools/$name.key"
 done
-cd "$tools/etcd"
-etcd_version=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
-echo "tools: [${#all[@]}/${#all[@]}] building etcd $etcd_version"
-go build -trimpath -ldflags "-s -w" -o "$bin/.etcd.tmp" .
-mv -f "$bin/.etcd.tmp" "$bin/etcd"
-echo "$key" > "$bin/.tools-key"
-echo "tools: built in $((SECONDS - start))s"
+rm -f "$bin/.tools-key" # the single key of earlier versions of this script
 
-if mkdir -p "$cache" 2>/dev/null; then
-  for b in "${all[@]}"; do cp "$bin/$b" "$cache/.$b.tmp" && mv -f "$cache/.$b.tmp" "$cache/$b"; done
-  echo "$key" > "$cache/.tools-key"
-fi
+summary="tools: ${#names[@]} up to date in bin/ after $((SECONDS - start))s"
+[ ${#built[@]} -eq 0 ] || summary+="; built: ${built[*]}"
+[ ${#copied[@]} -eq 0 ] || summary+="; copied from $cache: ${copied[*]}"
+echo "$summary"

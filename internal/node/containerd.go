@@ -9,8 +9,9 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 )
 
-// SandboxImage is the pause image; nodes keep it locally and never pull it at boot.
-const SandboxImage = "localhost/kubernetes/pause:latest"
+// SandboxImage is the pause image. Nodes never pull it: local instances get it imported
+// at launch (hack/images builds it), as EKS AMIs have it cached.
+const SandboxImage = "registry.k8s.io/pause:3.10.2"
 
 // containerd renders containerd's config.toml (schema version 2, which containerd 1.x
 // reads), merges the user's TOML over it, and writes the base OCI runtime spec.

@@ -31,8 +31,54 @@ type Report struct {
 	Notes []string `json:"notes,omitempty"`
 	// Steps are the join's steps in order.
 	Steps []Finding `json:"steps"`
+	// ControlPlane is the health of the cluster's control-plane daemons.
+	ControlPlane []ComponentHealth `json:"controlPlane,omitempty"`
 	// Logs are where to look further.
 	Logs []LogFile `json:"logs"`
+}
+
+// ComponentHealth is how one control-plane daemon (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) is doing: its health endpoint's answer,
+// PID, restarts and log.
+type ComponentHealth = controlplane.ComponentHealth
+
+// ClusterReport is a diagnosis of a cluster's control plane.
+type ClusterReport struct {
+	Cluster string `json:"cluster"`
+	// Notes say what the diagnosis could not look at.
+	Notes []string `json:"notes,omitempty"`
+	// ControlPlane is each control-plane daemon's health, in start order.
+	ControlPlane []ComponentHealth `json:"controlPlane"`
+}
+
+// Failed reports whether a control-plane daemon is unhealthy or could not be asked.
+func (r *ClusterReport) Failed() bool {
+	return len(r.Notes) > 0 || slices.ContainsFunc(r.ControlPlane, func(h ComponentHealth) bool { return !h.Healthy })
+}
+
+// DiagnoseCluster reports the health of each control-plane daemon of the cluster name.
+func DiagnoseCluster(ctx context.Context, name string) (*ClusterReport, error) {
+	dir, err := StateDir(name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := controlplane.ReadState(dir)
+	if errors.Is(err, controlplane.ErrNoCluster) {
+		return nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &ClusterReport{Cluster: name}
+	if !s.Running() {
+		r.Notes = append(r.Notes, fmt.Sprintf("the cluster's process (pid %d) is gone; clean up with `nodejoin down --name %s`", s.Owner.PID, name))
+	}
+	hs, err := controlplane.CheckHealth(ctx, dir)
+	if err != nil {
+		r.Notes = append(r.Notes, "the control plane's health cannot be checked: "+err.Error())
+	}
+	r.ControlPlane = hs
+	return r, nil
 }
 
 // Finding is one step of a join: its status (done, failed or pending), the reason it
@@ -163,6 +209,9 @@ func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *R
 	r.Logs = append(r.Logs, LogFile{"controller", controllerLog})
 
 	r.Steps = append(r.Steps, instanceFinding(rec), nodeadmFinding(rec, nodeadmLog))
+	// The control plane's health is context for the steps; a failure to check it shows
+	// in the notes below, from the same cause.
+	r.ControlPlane, _ = controlplane.CheckHealth(ctx, dir)
 
 	var snap *joinstatus.Snapshot
 	s, err := controlplane.ReadState(dir)

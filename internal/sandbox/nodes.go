@@ -123,6 +123,12 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 			return nil, err
 		}
 	}
+	images := func() ([]string, error) { return imageArchives(binDir, c.StateDir()) }
+	if kind == instance.KubeletReal {
+		if a, err := images(); err == nil && len(a) == 0 {
+			rep.note("no image archives in " + filepath.Join(binDir, "images") + " (`make images` builds them): pods on the nodes cannot start until images are loaded")
+		}
+	}
 	caPEM, err := os.ReadFile(c.CAFile())
 	if err != nil {
 		return nil, err
@@ -140,7 +146,8 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 		Cloud:        s.controller.Cloud(),
 		Zone:         controller.DefaultRegion + "a",
 		NodeadmPath:  nodeadm, KubeletPath: kubeletPath, ContainerdPath: containerdPath,
-		Log: s.log,
+		ImageArchives: images,
+		Log:           s.log,
 	})
 	if err != nil {
 		return nil, err
@@ -194,7 +201,11 @@ type launched struct {
 	inited bool
 	err    error
 	step   joinstatus.Step
+	images int // image archives imported
 }
+
+// stepImages is a real node's image import, between its launch and nodeadm init.
+const stepImages joinstatus.Step = "images imported"
 
 // launchState is a launched instance's state at one moment.
 type launchState struct {
@@ -245,6 +256,18 @@ func (w *workers) launch(ctx context.Context, o NodeOptions, report func(l *laun
 			report(l, joinstatus.StepInstance, time.Now())
 			if err != nil {
 				return
+			}
+			if inst.Kubelet == instance.KubeletReal {
+				archives, err := inst.ImportImages(ctx)
+				l.mu.Lock()
+				l.images, l.err, l.step = len(archives), err, stepImages
+				l.mu.Unlock()
+				if err != nil || len(archives) > 0 {
+					report(l, stepImages, time.Now())
+				}
+				if err != nil {
+					return
+				}
 			}
 			err = inst.Init(ctx, w.simRunner())
 			l.mu.Lock()
@@ -499,6 +522,10 @@ func (p *joinProgress) step(l *launched, step joinstatus.Step, at time.Time, det
 	switch step {
 	case joinstatus.StepInstance:
 		detail = fmt.Sprintf("%s  %s  %s kubelet", inst.ID, inst.IP, inst.Kubelet)
+	case stepImages:
+		l.mu.Lock()
+		detail = fmt.Sprintf("%d image archive(s) in containerd", l.images)
+		l.mu.Unlock()
 	case joinstatus.StepNodeadm:
 		if inst.Kubelet == instance.KubeletSim {
 			detail = "simulated kubelet started"

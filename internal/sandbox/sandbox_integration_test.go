@@ -21,7 +21,7 @@ import (
 func startSim(t testing.TB, name string, n int, progress Progress) *Sandbox {
 	t.Helper()
 	testenv.RequireIntegration(t)
-	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Nodeadm)
+	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.KubeControllerManager, toolbin.KubeScheduler, toolbin.Nodeadm)
 	sb, err := Start(t.Context(), Options{
 		Name: name, BinDir: bin, Network: controlplane.NetworkLoopback, UnsafeNoFsync: true, Control: true,
 		Nodes: NodeOptions{Count: n, Kubelet: "sim"}, Progress: progress,
@@ -57,7 +57,8 @@ func TestSandboxWithSimulatedKubelets(t *testing.T) {
 		t.Errorf("Info = %+v", info)
 	}
 	mu.Lock()
-	for _, want := range []Event{{Kind: StepDone, Step: "starting kube-apiserver"}, {Kind: StepDone, Step: "starting nodejoin-controller"},
+	for _, want := range []Event{{Kind: StepDone, Step: "starting kube-apiserver"}, {Kind: StepDone, Step: "starting kube-controller-manager"},
+		{Kind: StepDone, Step: "starting kube-scheduler"}, {Kind: StepDone, Step: "starting nodejoin-controller"},
 		{Kind: NodeStep, Node: info.Nodes[1].Name, Step: "Ready"}} {
 		if !slices.ContainsFunc(events, func(e Event) bool { return e.Kind == want.Kind && e.Step == want.Step && e.Node == want.Node }) {
 			t.Errorf("no %s event for %s %s among %+v", want.Kind, want.Node, want.Step, events)
@@ -99,12 +100,22 @@ func TestSandboxWithSimulatedKubelets(t *testing.T) {
 	if rep.Failed() || len(rep.Notes) != 0 || rep.Steps[len(rep.Steps)-1].Step != "Ready" || rep.Steps[len(rep.Steps)-1].Status != "done" {
 		t.Errorf("Diagnose = %+v", rep)
 	}
+	if len(rep.ControlPlane) != 4 {
+		t.Errorf("Diagnose reports control plane %+v, want etcd, kube-apiserver, kube-controller-manager, kube-scheduler", rep.ControlPlane)
+	}
+	crep, err := DiagnoseCluster(t.Context(), "sbx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crep.Failed() || len(crep.ControlPlane) != 4 {
+		t.Errorf("DiagnoseCluster = %+v", crep)
+	}
 	out := t.TempDir()
 	ex, err := ExportLogs("sbx", out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"control-plane/kube-apiserver.log", "control-plane/etcd.log", "control-plane/nodejoin-controller.log",
+	for _, want := range []string{"control-plane/kube-apiserver.log", "control-plane/etcd.log", "control-plane/kube-controller-manager.log", "control-plane/kube-scheduler.log", "control-plane/nodejoin-controller.log",
 		filepath.Join(added[0].Name, "kubelet.log"), filepath.Join(added[0].Name, "instance.json")} {
 		if !slices.ContainsFunc(ex.Files, func(f ExportedFile) bool { return f.Path == want && f.Bytes > 0 }) {
 			t.Errorf("export lacks %s: %+v", want, ex.Files)

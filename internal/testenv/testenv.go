@@ -33,6 +33,9 @@ type Env struct {
 // Option changes the cluster options before the cluster starts.
 type Option func(*controlplane.Options)
 
+// WholeControlPlane runs kube-controller-manager and kube-scheduler too.
+func WholeControlPlane(o *controlplane.Options) { o.APIServerOnly = false }
+
 // RequireIntegration skips the test under -short, the mode of `make test-unit`.
 func RequireIntegration(t testing.TB) {
 	t.Helper()
@@ -59,7 +62,8 @@ func BinDir(t testing.TB, names ...string) string {
 
 // Start starts a loopback control plane that is stopped when the test ends. The state
 // directory (PKI, logs) lives in the test's temporary directory; on failure the logs'
-// location is printed.
+// location is printed. It runs etcd and kube-apiserver only, unless an option clears
+// APIServerOnly (see WholeControlPlane).
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	RequireIntegration(t)
@@ -70,9 +74,13 @@ func Start(t testing.TB, opts ...Option) *Env {
 		Network:       controlplane.NetworkLoopback,
 		UnsafeNoFsync: true,
 		ReadyTimeout:  3 * time.Minute,
+		APIServerOnly: true,
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if !o.APIServerOnly {
+		BinDir(t, toolbin.KubeControllerManager, toolbin.KubeScheduler)
 	}
 	c, err := controlplane.Start(t.Context(), o)
 	if err != nil {

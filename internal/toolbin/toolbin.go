@@ -21,6 +21,7 @@ const (
 	KubeAPIServer         = "kube-apiserver"
 	Kubelet               = "kubelet"
 	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"
 	Etcd                  = "etcd"
 	// Nodeadm is built from this module (`make build`).

@@ -34,7 +34,7 @@ func rootCommand() *cobra.Command {
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
-		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(),
+		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
 		deprecatedNodeCommand(), deprecatedIMDSCommand())
 	return root
 }

@@ -27,6 +27,8 @@ func TestCommandsFailWithAnActionableMessage(t *testing.T) {
 		{[]string{"get", "nodes", "--name", "absent"}, "no cluster named absent"},
 		{[]string{"add", "node", "--name", "absent"}, "start one with `nodejoin up --name absent`"},
 		{[]string{"diagnose", "node", "--name", "absent", "n1"}, "no cluster named absent"},
+		{[]string{"diagnose", "cluster", "--name", "absent"}, "start one with `nodejoin up --name absent`"},
+		{[]string{"diagnose", "cluster", "-o", "xml"}, `--output "xml": want text, json or yaml`},
 		{[]string{"export", "logs", "--name", "absent", "/tmp/x"}, "no cluster named absent"},
 		{[]string{"up", "--name", "../etc"}, `cluster name "../etc" is not a plain name`},
 		{[]string{"up", "--name", "Bad_Name", "--network", "loopback", "--bin-dir", "/nonexistent"}, `cluster name "Bad_Name"`},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -145,10 +146,50 @@ func printReport(w io.Writer, r *sandbox.Report) {
 			fmt.Fprintf(w, "      evidence: %s\n", e)
 		}
 	}
+	if len(r.ControlPlane) > 0 {
+		fmt.Fprintln(w, "Control plane:")
+		printControlPlane(w, r.ControlPlane)
+	}
 	if len(r.Logs) > 0 {
 		fmt.Fprintln(w, "Logs:")
 		for _, l := range r.Logs {
 			fmt.Fprintf(w, "  %-11s %s\n", l.Name+":", l.Path)
+		}
+	}
+}
+
+// printClusterReport prints a diagnosis of a cluster's control plane.
+func printClusterReport(w io.Writer, r *sandbox.ClusterReport) {
+	fmt.Fprintf(w, "Control plane of cluster %s\n", r.Cluster)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	printControlPlane(w, r.ControlPlane)
+}
+
+// printControlPlane prints the control-plane daemons' health as an indented table,
+// followed by what each unhealthy one answered.
+func printControlPlane(w io.Writer, hs []sandbox.ComponentHealth) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    COMPONENT\tHEALTH\tPID\tRESTARTS\tLOG")
+	for _, h := range hs {
+		mark, health := "✓", "ok"
+		if !h.Healthy {
+			mark, health = "✗", "failed"
+		}
+		pid := dash("")
+		if h.PID != 0 {
+			pid = strconv.Itoa(h.PID)
+			if !h.Running {
+				pid += " (gone)"
+			}
+		}
+		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%d\t%s\n", mark, h.Name, health, pid, h.Restarts, h.Log)
+	}
+	_ = tw.Flush()
+	for _, h := range hs {
+		if !h.Healthy {
+			fmt.Fprintf(w, "  %s: %s\n", h.Name, h.Health)
 		}
 	}
 }

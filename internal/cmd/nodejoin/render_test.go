@@ -80,7 +80,31 @@ var testReport = &sandbox.Report{
 			Evidence: []string{`kubelet: E1123 12:14:20.030253 "Unable to register node with API server" err="nodes is forbidden"`}},
 		{Step: "Node registered", Status: "pending"},
 	},
-	Logs: []sandbox.LogFile{{Name: "kubelet", Path: "/var/lib/nodejoin/demo/i-0aaaaaaaaaaaaaaaa/var/log/kubelet.log"}, {Name: "controller", Path: "/state/nodejoin/demo/logs/nodejoin-controller.log"}},
+	ControlPlane: testControlPlane,
+	Logs:         []sandbox.LogFile{{Name: "kubelet", Path: "/var/lib/nodejoin/demo/i-0aaaaaaaaaaaaaaaa/var/log/kubelet.log"}, {Name: "controller", Path: "/state/nodejoin/demo/logs/nodejoin-controller.log"}},
+}
+
+var testControlPlane = []sandbox.ComponentHealth{
+	{Name: "etcd", PID: 4243, Running: true, Healthy: true, Health: "ok", Log: "/state/nodejoin/demo/logs/etcd.log"},
+	{Name: "kube-apiserver", PID: 4250, Running: true, Healthy: true, Health: "ok", Log: "/state/nodejoin/demo/logs/kube-apiserver.log"},
+	{Name: "kube-controller-manager", PID: 4391, Running: true, Healthy: true, Health: "ok", Restarts: 2, Log: "/state/nodejoin/demo/logs/kube-controller-manager.log"},
+	{Name: "kube-scheduler", PID: 4288, Running: false, Healthy: false,
+		Health:   "no answer from https://127.0.0.1:10259/healthz: dial tcp 127.0.0.1:10259: connect: connection refused",
+		Restarts: 5, Log: "/state/nodejoin/demo/logs/kube-scheduler.log"},
+}
+
+func TestDiagnoseClusterOutput(t *testing.T) {
+	rep := &sandbox.ClusterReport{Cluster: "demo", ControlPlane: testControlPlane}
+	if !rep.Failed() {
+		t.Error("a report with an unhealthy scheduler is not Failed")
+	}
+	var text, js bytes.Buffer
+	printClusterReport(&text, rep)
+	golden(t, "diagnose-cluster.txt", text.String())
+	if err := printStructured(&js, outputJSON, rep); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "diagnose-cluster.json", js.String())
 }
 
 func TestDiagnoseOutput(t *testing.T) {

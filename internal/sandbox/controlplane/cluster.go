@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -35,21 +36,24 @@ type Cluster struct {
 	// webhookListener holds the loopback webhook port from setupNetwork until
 	// ListenTokenWebhook hands it over.
 	webhookListener net.Listener
-	etcdPorts [2]int         // client, peer (inside the namespace, or on the host's loopback)
-	endpoint  string         // API URL as the host sees it
+	etcdPorts       [2]int // client, peer (inside the namespace, or on the host's loopback)
+	endpoint        string // API URL as the host sees it
 
 	fwdCancel context.CancelFunc
 	fwdDone   chan struct{}
 
-	mu        sync.Mutex
-	etcd      *process.Process
-	apiserver *process.Process
-	expected  map[*process.Process]bool // daemons stopped on purpose
-	state     State
-	failed    chan error
+	mu         sync.Mutex
+	etcd       *process.Process
+	apiserver  *process.Process
+	components []*component              // supervised, in start order
+	expected   map[*process.Process]bool // daemons stopped on purpose
+	state      State
+	failed     chan error
 }
 
-// Start brings up etcd and kube-apiserver and returns once the API server is ready. On
+// Start brings up etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the
+// last two unless Options.APIServerOnly) and returns once each answers its health
+// check. On
 // failure it stops whatever it started and returns an error that quotes the failing
 // daemon's log.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
@@ -65,10 +69,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		binDir = toolbin.Dir()
 	}
 	opts.BinDir = binDir
-	for _, b := range []string{toolbin.Etcd, toolbin.KubeAPIServer} {
-		if _, err := toolbin.Find(binDir, b); err != nil {
-			return nil, err
-		}
+	if err := findBinaries(&opts); err != nil {
+		return nil, err
 	}
 
 	c = &Cluster{
@@ -125,6 +127,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.writeKubeconfig(); err != nil {
 		return c, err
 	}
+	if err := c.startComponents(ctx); err != nil {
+		return c, err
+	}
 	c.mu.Lock()
 	c.state.Ready = true
 	c.state.Endpoint = c.endpoint
@@ -132,6 +137,33 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	err = writeState(opts.StateDir, &c.state)
 	c.mu.Unlock()
 	return c, err
+}
+
+// findBinaries checks that every daemon the cluster runs has its binary.
+func findBinaries(opts *Options) error {
+	bins := []string{toolbin.Etcd, toolbin.KubeAPIServer}
+	if !opts.APIServerOnly {
+		bins = append(bins, toolbin.KubeControllerManager, toolbin.KubeScheduler)
+	}
+	for _, b := range bins {
+		if _, err := toolbin.Find(opts.BinDir, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startComponents starts kube-controller-manager, then kube-scheduler, unless
+// Options.APIServerOnly. The controllers come first: the service-account and root-CA
+// publisher controllers must fill a namespace before any pod there can start.
+func (c *Cluster) startComponents(ctx context.Context) error {
+	if c.opts.APIServerOnly {
+		return nil
+	}
+	if err := c.step("starting kube-controller-manager", func() error { return c.startControllerManager(ctx) }); err != nil {
+		return err
+	}
+	return c.step("starting kube-scheduler", func() error { return c.startScheduler(ctx) })
 }
 
 func (c *Cluster) step(what string, fn func() error) error {
@@ -295,8 +327,9 @@ func (c *Cluster) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return d.DialContext(ctx, network, addr)
 }
 
-// launch starts a daemon, inside the cluster namespace when there is one, and records it.
-func (c *Cluster) launch(name string, argv []string) (*process.Process, error) {
+// startDaemon starts a daemon, inside the cluster namespace when there is one, and
+// records it in the state file.
+func (c *Cluster) startDaemon(name string, argv []string) (*process.Process, error) {
 	if c.ns.Name != "" {
 		argv = c.ns.Wrap(argv)
 	}
@@ -308,6 +341,32 @@ func (c *Cluster) launch(name string, argv []string) (*process.Process, error) {
 	c.state.Daemons[name] = p.Identity()
 	err = writeState(c.opts.StateDir, &c.state)
 	c.mu.Unlock()
+	return p, err
+}
+
+// recordComponent records (or updates) a control-plane daemon in the state file.
+func (c *Cluster) recordComponent(name, health, want, log string, restarts int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	comp := Component{Name: name, Health: health, Want: want, Log: log, Restarts: restarts}
+	i := slices.IndexFunc(c.state.Components, func(x Component) bool { return x.Name == name })
+	if i < 0 {
+		c.state.Components = append(c.state.Components, comp)
+	} else {
+		c.state.Components[i] = comp
+	}
+	if err := writeState(c.opts.StateDir, &c.state); err != nil {
+		c.opts.Log.Error("recording control-plane component in the state file failed", "component", name, "err", err)
+	}
+}
+
+// launch starts a daemon that the cluster cannot run without (etcd, kube-apiserver):
+// its exit, unless asked for, is reported on Failed.
+func (c *Cluster) launch(name string, argv []string) (*process.Process, error) {
+	p, err := c.startDaemon(name, argv)
+	if p == nil {
+		return nil, err
+	}
 	go func() {
 		<-p.Done()
 		c.mu.Lock()
@@ -346,16 +405,22 @@ func (c *Cluster) stopDaemon(p *process.Process, grace time.Duration) {
 	}
 }
 
-// Stop stops the API server, then etcd, stops forwarding, deletes the cluster namespace
-// and removes the state file. The state directory itself, with logs, stays.
+// Stop stops kube-scheduler and kube-controller-manager, then the API server, then
+// etcd, stops forwarding, deletes the cluster namespace and removes the state file. The
+// state directory itself, with logs, stays.
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	apiserver, etcd := c.apiserver, c.etcd
+	components := c.components
+	c.components = nil
 	if c.webhookListener != nil {
 		_ = c.webhookListener.Close()
 		c.webhookListener = nil
 	}
 	c.mu.Unlock()
+	for _, k := range slices.Backward(components) {
+		k.shutdown()
+	}
 	c.stopDaemon(apiserver, 10*time.Second)
 	c.stopDaemon(etcd, 10*time.Second)
 	if c.fwdCancel != nil {

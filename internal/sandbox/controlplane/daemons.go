@@ -62,6 +62,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.recordComponent("etcd", client+"/health", `"health":"true"`, proc.LogFile(), 0)
 	hc, err := c.httpClient(p.APIServerEtcd.Cert, p.APIServerEtcd.Key, c.dial)
 	if err != nil {
 		return err
@@ -83,6 +84,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.recordComponent("kube-apiserver", c.InternalEndpoint()+"/healthz", "ok", proc.LogFile(), 0)
 	hc, err := c.httpClient(c.pki.Admin.Cert, c.pki.Admin.Key, nil)
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 		}
 		t.Skip("namespace mode needs root")
 	}
-	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.Kubectl)
+	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.KubeControllerManager, toolbin.KubeScheduler, toolbin.Kubectl)
 	before := hostAddrs(t)
 	stateDir := filepath.Join(t.TempDir(), "state")
 	var progress bytes.Buffer
@@ -68,7 +68,8 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 			_ = controlplane.Destroy(context.Background(), stateDir)
 		}
 	})
-	for _, step := range []string{"✓ generating certificates", "✓ creating network", "✓ starting etcd", "✓ starting kube-apiserver"} {
+	for _, step := range []string{"✓ generating certificates", "✓ creating network", "✓ starting etcd", "✓ starting kube-apiserver",
+		"✓ starting kube-controller-manager", "✓ starting kube-scheduler"} {
 		if !strings.Contains(progress.String(), step) {
 			t.Errorf("progress lacks %q:\n%s", step, progress.String())
 		}
@@ -103,8 +104,21 @@ func TestNamespaceClusterLeavesHostNetworkAloneAndCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Ready || s.Namespace != "nodejoin-nstest" || len(s.Daemons) != 2 {
+	if !s.Ready || s.Namespace != "nodejoin-nstest" || len(s.Daemons) != 4 {
 		t.Errorf("state = %+v", s)
+	}
+	// Every daemon answers its health check inside the namespace, as diagnose asks it.
+	hs, err := controlplane.CheckHealth(t.Context(), stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 4 {
+		t.Errorf("health of %d daemons, want 4: %+v", len(hs), hs)
+	}
+	for _, h := range hs {
+		if !h.Healthy || !h.Running {
+			t.Errorf("%s: %+v", h.Name, h)
+		}
 	}
 	if err := controlplane.Destroy(t.Context(), stateDir); err != nil {
 		t.Fatal(err)

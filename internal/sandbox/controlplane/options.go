@@ -1,5 +1,8 @@
-// Package controlplane runs a real Kubernetes control plane — etcd and kube-apiserver —
-// as child processes on one machine, with a freshly generated PKI.
+// Package controlplane runs a real Kubernetes control plane — etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler — as child processes on one machine, with a
+// freshly generated PKI. kube-controller-manager and kube-scheduler (unless
+// Options.APIServerOnly) each have a client certificate of their own and are restarted
+// whenever they exit.
 //
 // As root the control plane lives in a network namespace of its own (the cluster
 // namespace), bound to a bridge address there that local instances later attach to, and
@@ -7,7 +10,7 @@
 // namespace. Without root it runs on the host's loopback interface.
 //
 // It is over 600 lines because it runs a whole control plane: options, PKI, the state
-// file and the supervised daemons, one file each.
+// file, the daemons, the restarted components and their health checks, one file each.
 package controlplane
 
 import (
@@ -91,6 +94,11 @@ type Options struct {
 	// webhook that the caller serves on Cluster.ListenTokenWebhook, with a serving
 	// certificate from the cluster CA (PKI().TokenWebhook).
 	TokenWebhook bool
+	// APIServerOnly starts etcd and kube-apiserver alone, without kube-controller-manager
+	// and kube-scheduler: tests of one controller use it, so that upstream's controllers
+	// (node lifecycle taints, garbage collection, service accounts) leave their objects
+	// alone and the test machine runs two daemons fewer.
+	APIServerOnly bool
 	// UnsafeNoFsync makes etcd skip fsync: faster, and fine for throw-away test clusters.
 	UnsafeNoFsync bool
 	// ReadyTimeout bounds the wait for each daemon to become ready. Default 2 minutes.

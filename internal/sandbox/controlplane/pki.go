@@ -20,14 +20,19 @@ type certFiles struct{ Cert, Key string }
 
 // PKI holds the paths of the cluster's certificates and keys.
 type PKI struct {
-	Dir                  string
-	CA                   certFiles
-	APIServer            certFiles // serving certificate of kube-apiserver
-	APIServerKubelet     certFiles // kube-apiserver's client certificate towards kubelets
-	APIServerEtcd        certFiles // kube-apiserver's client certificate towards etcd
-	Etcd                 certFiles // etcd's serving and peer certificate
-	Admin                certFiles // cluster administrator, group system:masters
-	TokenWebhook         certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	Dir               string
+	CA                certFiles
+	APIServer         certFiles // serving certificate of kube-apiserver
+	APIServerKubelet  certFiles // kube-apiserver's client certificate towards kubelets
+	APIServerEtcd     certFiles // kube-apiserver's client certificate towards etcd
+	Etcd              certFiles // etcd's serving and peer certificate
+	Admin             certFiles // cluster administrator, group system:masters
+	TokenWebhook      certFiles // serving certificate of the token webhook (Options.TokenWebhook)
+	ControllerManager certFiles // kube-controller-manager's client certificate (system:kube-controller-manager)
+	Scheduler         certFiles // kube-scheduler's client certificate (system:kube-scheduler)
+	// ComponentServing serves /healthz of kube-controller-manager and kube-scheduler on
+	// 127.0.0.1, so that health checks verify them against the cluster CA.
+	ComponentServing     certFiles
 	ServiceAccountKey    string
 	ServiceAccountPublic string
 }
@@ -45,6 +50,9 @@ func newPKIPaths(dir string) PKI {
 		Etcd:                 pair("etcd-server"),
 		Admin:                pair("admin"),
 		TokenWebhook:         pair("token-webhook"),
+		ControllerManager:    pair("kube-controller-manager"),
+		Scheduler:            pair("kube-scheduler"),
+		ComponentServing:     pair("component-serving"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
 		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
 	}
@@ -83,6 +91,10 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		{p.APIServerEtcd, pki.Request{CommonName: "kube-apiserver-etcd-client", Usage: pki.ClientAuth}},
 		{p.Etcd, pki.Request{CommonName: "etcd", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth | pki.ClientAuth}},
 		{p.Admin, pki.Request{CommonName: "nodejoin-admin", Organization: []string{"system:masters"}, Usage: pki.ClientAuth}},
+		// The bootstrap RBAC policy binds these user names to the components' roles.
+		{p.ControllerManager, pki.Request{CommonName: "system:kube-controller-manager", Usage: pki.ClientAuth}},
+		{p.Scheduler, pki.Request{CommonName: "system:kube-scheduler", Usage: pki.ClientAuth}},
+		{p.ComponentServing, pki.Request{CommonName: "nodejoin-control-plane-components", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth}},
 	}
 	if o.TokenWebhook {
 		leaves = append(leaves, struct {

@@ -35,8 +35,25 @@ type State struct {
 	Owner process.Identity `json:"owner"`
 	// Daemons are the cluster's child processes by name.
 	Daemons map[string]process.Identity `json:"daemons,omitempty"`
+	// Components are the control plane's daemons in start order, with where to ask
+	// for their health.
+	Components []Component `json:"components,omitempty"`
 	// Ready is set once the API server answered /readyz.
 	Ready bool `json:"ready"`
+}
+
+// Component is what the state file records of one control-plane daemon.
+type Component struct {
+	Name string `json:"name"`
+	// Health is the HTTPS URL that answers with a body containing Want while the
+	// daemon is healthy; in namespace mode it is reached inside the cluster namespace.
+	Health string `json:"health"`
+	Want   string `json:"want"`
+	Log    string `json:"log"`
+	// Restarts counts how often the cluster's owner restarted the daemon after it
+	// exited (kube-controller-manager and kube-scheduler are restarted; etcd and
+	// kube-apiserver are not).
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // ReadState reads the state file of the cluster in dir.

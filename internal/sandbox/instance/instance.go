@@ -347,6 +347,13 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 		// Pods get name servers from this file, never from the host's /etc/resolv.conf,
 		// whose resolver is outside the sandbox (writeResolvConf).
 		"resolvConf": filepath.Join(root, ResolvConfPath),
+		// Every node shares the host's disk, and no image can be pulled again: image
+		// garbage collection and disk-pressure eviction would only remove imported
+		// images (the pause image too) for good.
+		"imageGCHighThresholdPercent": 100,
+		"evictionHard": map[string]string{
+			"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%", "imagefs.inodesFree": "0%",
+		},
 	}
 	nc := map[string]any{
 		"apiVersion": "node.eks.aws/v1alpha1",

@@ -96,7 +96,10 @@ type Config struct {
 	DNSDomain string
 	// Binaries: nodeadm, the kubelet and containerd; the CNI plugins' directory.
 	NodeadmPath, KubeletPath, ContainerdPath, CNIBinDir string
-	Log                                                 *slog.Logger
+	// ImageArchives returns the image archives that every real instance's containerd
+	// gets before its kubelet starts (Instance.ImportImages), in import order.
+	ImageArchives func() ([]string, error)
+	Log           *slog.Logger
 }
 
 // Spec is one instance to launch.
