@@ -132,19 +132,26 @@ func (o *Options) Complete() error {
 		o.CoreDNSImage = DefaultCoreDNSImage
 	}
 	if o.enabled(KubeProxy) {
-		u, err := url.Parse(o.APIServer)
-		switch {
-		case o.APIServer == "":
-			errs = append(errs, errors.New("kube-proxy needs the API server's address (https://host:port, as nodes reach it; not the kubernetes Service's ClusterIP)"))
-		case err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/"):
-			errs = append(errs, fmt.Errorf("API server address %q: want https://host:port", o.APIServer))
-		default:
-			if a, err := netip.ParseAddr(u.Hostname()); err == nil && o.ServiceCIDR.Contains(a) {
-				errs = append(errs, fmt.Errorf("API server address %q is in the service range %s: kube-proxy needs the real address, which works before any Service does", o.APIServer, o.ServiceCIDR))
-			}
+		if err := o.checkAPIServer(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkAPIServer checks the address kube-proxy connects to.
+func (o *Options) checkAPIServer() error {
+	u, err := url.Parse(o.APIServer)
+	switch {
+	case o.APIServer == "":
+		return errors.New("kube-proxy needs the API server's address (https://host:port, as nodes reach it; not the kubernetes Service's ClusterIP)")
+	case err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/"):
+		return fmt.Errorf("API server address %q: want https://host:port", o.APIServer)
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && o.ServiceCIDR.Contains(a) {
+		return fmt.Errorf("API server address %q is in the service range %s: kube-proxy needs the real address, which works before any Service does", o.APIServer, o.ServiceCIDR)
+	}
+	return nil
 }
 
 func (o *Options) enabled(name string) bool { return slices.Contains(o.Enabled, name) }

@@ -155,6 +155,9 @@ func run(ctx context.Context, cfg *Config) error {
 	if err := cfg.complete(); err != nil {
 		return err
 	}
+	if err := cfg.completeAddons(); err != nil {
+		return err
+	}
 	client, err := kubernetes.NewForConfig(cfg.REST)
 	if err != nil {
 		return err
@@ -219,16 +222,6 @@ func (cfg *Config) complete() error {
 	case cfg.WebhookListener != nil && (cfg.Verifier == nil || cfg.Instances == nil || cfg.WebhookTLS == nil):
 		return errors.New("the webhook needs a token verifier, an instance inventory and a serving certificate")
 	}
-	if cfg.Addons != nil && len(cfg.Addons.Enabled) > 0 {
-		objs, err := addons.Objects(*cfg.Addons)
-		if err != nil {
-			return fmt.Errorf("add-ons: %w", err)
-		}
-		cfg.addonObjects = objs
-		if cfg.AddonsResync <= 0 {
-			cfg.AddonsResync = DefaultAddonsResync
-		}
-	}
 	if le := cfg.LeaderElection; le != nil {
 		if le.Namespace == "" {
 			le.Namespace = metav1.NamespaceSystem
@@ -242,6 +235,22 @@ func (cfg *Config) complete() error {
 		if le.Identity == "" {
 			return errors.New("leader election needs an identity for this replica")
 		}
+	}
+	return nil
+}
+
+// completeAddons renders the add-ons asked for.
+func (cfg *Config) completeAddons() error {
+	if cfg.Addons == nil || len(cfg.Addons.Enabled) == 0 {
+		return nil
+	}
+	objs, err := addons.Objects(*cfg.Addons)
+	if err != nil {
+		return fmt.Errorf("add-ons: %w", err)
+	}
+	cfg.addonObjects = objs
+	if cfg.AddonsResync <= 0 {
+		cfg.AddonsResync = DefaultAddonsResync
 	}
 	return nil
 }

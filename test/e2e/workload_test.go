@@ -122,7 +122,7 @@ func TestWorkloadAcrossNodes(t *testing.T) {
 	poll("two ready web pods", 5*time.Minute, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // retried until the deadline
 		}
 		backends = backends[:0]
 		for _, p := range list.Items {
@@ -192,7 +192,7 @@ func TestWorkloadAcrossNodes(t *testing.T) {
 
 	// A simulated node gets no kube-proxy pod.
 	c.run("add", "node", "--name", name, "--kubelet", "sim")
-	poll("three Ready nodes", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll("three Ready nodes", 3*time.Minute, func(context.Context) (bool, error) {
 		return len(c.readyNodes(kubeconfig)) == 3, nil
 	})
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: addons.SimulatedNodeLabel})

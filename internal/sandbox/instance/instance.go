@@ -261,6 +261,7 @@ func PodCIDR(nodes netip.Prefix, addr netip.Addr) (netip.Prefix, error) {
 	if !nodes.Contains(addr) || off > 255 {
 		return netip.Prefix{}, fmt.Errorf("node address %s has no pod range: 10.244.0.0/16 holds one /24 for each of the first 256 addresses of the node range %s (use a --node-cidr of /24 or smaller)", addr, nodes)
 	}
+	//nolint:gosec // G115: off is within 0..255, checked above.
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(off), 0}), 24), nil
 }
 
@@ -600,11 +601,8 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 			errs = append(errs, err)
 		}
 	}
-	if cns := (netns.NS{Name: r.ClusterNamespace}); r.PodCIDR != "" && r.ClusterNamespace != "" && cns.Exists() {
-		// The route through this node's address, if it is still there.
-		if err := cns.IP(ctx, "route", "del", r.PodCIDR, "via", r.IP); err != nil && !strings.Contains(err.Error(), "No such process") {
-			errs = append(errs, err)
-		}
+	if err := removePodRoute(ctx, r); err != nil {
+		errs = append(errs, err)
 	}
 	if r.Namespace != "" {
 		if err := netns.Delete(ctx, r.Namespace); err != nil {
@@ -613,6 +611,20 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cleaning up instance %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// removePodRoute removes the cluster namespace's route to the node's pods, if it is
+// still there (the namespace goes with `down`).
+func removePodRoute(ctx context.Context, r *Record) error {
+	cns := netns.NS{Name: r.ClusterNamespace}
+	if r.PodCIDR == "" || r.ClusterNamespace == "" || !cns.Exists() {
+		return nil
+	}
+	// iproute2 says "No such process" (ESRCH) for a route that is not there.
+	if err := cns.IP(ctx, "route", "del", r.PodCIDR, "via", r.IP); err != nil && !strings.Contains(err.Error(), "No such process") {
+		return err
 	}
 	return nil
 }

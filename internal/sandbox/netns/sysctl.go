@@ -16,7 +16,7 @@ func (n NS) Sysctl(key, value string) error {
 	}
 	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
 	return n.do(func() error {
-		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(value+"\n"), 0o600); err != nil {
 			return fmt.Errorf("setting %s=%s in network namespace %s: %w", key, value, n.Name, err)
 		}
 		return nil
