@@ -9,7 +9,8 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
-// EntryMappings turns NodeAccessEntries into role mappings. An entry that does not
+// EntryMappings turns NodeAccessEntries into role mappings, each with the role ID the
+// entry pinned (nodejoinv1alpha1.RoleIDAnnotation), if any. An entry that does not
 // validate is skipped and reported through invalid, so that one bad entry does not lock
 // every node out; it admits nobody.
 func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(name string, err error)) []RoleMapping {
@@ -29,6 +30,7 @@ func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(nam
 			Username: nodejoinv1alpha1.NodeUsernameTemplate,
 			Groups:   append([]string(nil), nodejoinv1alpha1.NodeGroups...),
 			Source:   "NodeAccessEntry " + e.Name,
+			RoleID:   e.Annotations[nodejoinv1alpha1.RoleIDAnnotation],
 		})
 	}
 	return out

@@ -40,6 +40,32 @@ type RoleMapping struct {
 	// Refused, when set, says why the mapping may not be used: its role is denied with
 	// that reason rather than mapped (or mapped by nothing else).
 	Refused string `json:"-"`
+	// RoleID, when set, is the role's unique ID (AROA…) pinned when the mapping was first
+	// used: a caller whose role has another ID (the role was deleted and re-created
+	// under the same ARN) is denied. When it is empty and Pin is set, Map calls Pin to
+	// record the role's current ID (from IAM) and compares with that.
+	RoleID string                                    `json:"-"`
+	Pin    func(ctx context.Context) (string, error) `json:"-"`
+}
+
+// ErrRoleIDUnknown reports that the role's unique ID could not be learnt to pin it: a
+// retryable error, not a denial.
+var ErrRoleIDUnknown = errors.New("the role's unique ID is unknown")
+
+// checkRoleID denies a caller whose role is not the one the mapping pinned.
+func checkRoleID(ctx context.Context, c *Caller, m *RoleMapping) error {
+	pinned := m.RoleID
+	if pinned == "" && m.Pin != nil {
+		id, err := m.Pin(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: pinning role %s for %s: %w", ErrRoleIDUnknown, c.CanonicalARN, m.Source, err)
+		}
+		pinned = id
+	}
+	if pinned != "" && c.UserID != pinned {
+		return denied("role %s has unique ID %s, not %s, which %s pinned: the role was deleted and re-created; re-create the entry to admit the new role", c.CanonicalARN, c.UserID, pinned, m.Source)
+	}
+	return nil
 }
 
 // AWSAuth reads role mappings from the aws-auth ConfigMap. A malformed ConfigMap or
@@ -147,6 +173,9 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 	}
 	if m.Refused != "" {
 		return nil, denied("the mapping of role %s is refused: %s", c.CanonicalARN, m.Refused)
+	}
+	if err := checkRoleID(ctx, c, m); err != nil {
+		return nil, err
 	}
 	var inst *inventory.Instance
 	render := func(tmpl string) (string, error) {

@@ -1,6 +1,8 @@
 package authn_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -55,5 +57,41 @@ func TestMapComparesTheFullRoleARN(t *testing.T) {
 				t.Fatalf("Map = %v, %v; want the denial %q", u, err, tc.want)
 			}
 		})
+	}
+}
+
+// A mapping pinned to its role's unique ID refuses a caller whose role has another (the
+// role was deleted and re-created under the same ARN); an unpinned mapping pins the ID
+// IAM gives now; when IAM cannot be asked the review fails retryably, never a denial.
+func TestMapChecksThePinnedRoleID(t *testing.T) {
+	caller := &authn.Caller{
+		Account: "111122223333", ARN: "arn:aws:sts::111122223333:assumed-role/nodes/i-0aaaaaaaaaaaaaaaa",
+		CanonicalARN: "arn:aws:iam::111122223333:role/nodes", Role: "nodes", UserID: "AROANEWROLE00000000", SessionName: "i-0aaaaaaaaaaaaaaaa",
+	}
+	base, _ := staticMappings(t.Context())
+	for _, tc := range []struct {
+		name   string
+		roleID string
+		pin    func(context.Context) (string, error)
+		want   string // "" accepted; else in the error
+		denial bool
+	}{
+		{name: "pinned, same ID", roleID: "AROANEWROLE00000000"},
+		{name: "pinned, re-created role", roleID: "AROAOLDROLE00000000", denial: true,
+			want: "role arn:aws:iam::111122223333:role/nodes has unique ID AROANEWROLE00000000, not AROAOLDROLE00000000, which test pinned: the role was deleted and re-created; re-create the entry to admit the new role"},
+		{name: "pinned now", pin: func(context.Context) (string, error) { return "AROANEWROLE00000000", nil }},
+		{name: "pinned now, another ID", pin: func(context.Context) (string, error) { return "AROAOTHER0000000000", nil }, denial: true, want: "not AROAOTHER0000000000"},
+		{name: "IAM unavailable", pin: func(context.Context) (string, error) { return "", errors.New("getting role nodes: timeout") }, want: "the role's unique ID is unknown: pinning role"},
+		{name: "no pinning"},
+	} {
+		m := base[0]
+		m.RoleID, m.Pin = tc.roleID, tc.pin
+		u, err := authn.Map(t.Context(), caller, []authn.RoleMapping{m}, nodeInstances())
+		switch {
+		case tc.want == "" && (err != nil || u.Username != "system:node:ip-198-18-0-11.us-west-2.compute.internal"):
+			t.Errorf("%s: %v, %v; want accepted", tc.name, u, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, authn.ErrDenied) != tc.denial):
+			t.Errorf("%s: %v; want %q (denial %v)", tc.name, err, tc.want, tc.denial)
+		}
 	}
 }

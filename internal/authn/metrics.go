@@ -15,6 +15,9 @@ type Metrics struct {
 	// AWSAuthInvalid counts reports of a malformed aws-auth ConfigMap or entry, or a
 	// refused mapping (each time aws-auth is read).
 	AWSAuthInvalid prometheus.Counter
+	// Rejected counts webhook requests refused (HTTP 429) because the concurrency cap
+	// was reached.
+	Rejected prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -29,7 +32,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CacheHits:    prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_token_cache_hits_total", Help: "Token cache hits."}),
 		AWSAuthInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_aws_auth_invalid_total",
 			Help: "Reports of a malformed aws-auth ConfigMap or entry, or of a refused mapping, each time aws-auth is read."}),
+		Rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_webhook_rejected_total",
+			Help: "Webhook requests refused with HTTP 429 because as many requests as allowed were in flight."}),
 	}
-	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits, m.AWSAuthInvalid)
+	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits, m.AWSAuthInvalid, m.Rejected)
 	return m
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -159,8 +160,9 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	if err != nil {
 		return nil, unavailable(host, err)
 	}
+	query := req.URL.Query()
 	if resp.StatusCode != http.StatusOK {
-		code := stsErrorCode(body)
+		code := stsErrorCode(body, query)
 		switch {
 		case strings.Contains(string(body), "Throttling") || resp.StatusCode == http.StatusTooManyRequests:
 			return nil, ErrThrottled
@@ -175,11 +177,14 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	}
 	m := assumedRoleRE.FindStringSubmatch(arn)
 	if m == nil {
-		return nil, denied("caller %s is not an assumed role (node tokens come from instance role credentials)", arn)
+		return nil, denied("caller %s is not an assumed role (node tokens come from instance role credentials)", quotable(arn, query))
+	}
+	if account != m[2] {
+		return nil, denied("STS answered account %s for caller %s of account %s", quotable(account, query), quotable(arn, query), m[2])
 	}
 	roleID, session, ok := strings.Cut(userID, ":")
-	if !ok || session != m[4] {
-		return nil, denied("malformed UserID for caller %s", arn)
+	if !ok || session != m[4] || !roleIDRE.MatchString(roleID) {
+		return nil, denied("malformed UserID for caller %s", quotable(arn, query))
 	}
 	return &Caller{
 		Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:role/%s", m[1], m[2], m[3]),
@@ -187,16 +192,52 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	}, nil
 }
 
-func stsErrorCode(body []byte) string {
+// roleIDRE is the form of an IAM unique ID (AROA… for roles).
+var roleIDRE = regexp.MustCompile(`^[A-Z0-9]{4,128}$`)
+
+// stsErrorCode extracts the error code of an STS error answer, when it has the form of
+// one and does not echo the request (query holds the presigned URL's parameters).
+func stsErrorCode(body []byte, query url.Values) string {
 	var e struct {
 		Error struct {
 			Code string `xml:"Code"`
 		} `xml:"Error"`
 	}
-	if xml.Unmarshal(body, &e) == nil && errorCodeRE.MatchString(e.Error.Code) {
+	if xml.Unmarshal(body, &e) == nil && errorCodeRE.MatchString(e.Error.Code) && !echoes(e.Error.Code, query) {
 		return e.Error.Code
 	}
 	return "unknown error"
+}
+
+// echoes reports whether s shares text with the request's parameters: it is part of a
+// parameter's value (or name), or holds a value of eight characters or more (a
+// signature, a session token, an access key).
+func echoes(s string, query url.Values) bool {
+	for k, vs := range query {
+		if strings.Contains(k, s) {
+			return true
+		}
+		for _, v := range vs {
+			if strings.Contains(v, s) || (len(v) >= 8 && strings.Contains(s, v)) {
+				return true
+			}
+			// A session token or signature may be echoed in part.
+			for i := 0; i+16 <= len(v); i += 8 {
+				if strings.Contains(s, v[i:i+16]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// quotable returns s for an error message, unless it echoes the request.
+func quotable(s string, query url.Values) string {
+	if s == "" || echoes(s, query) {
+		return "(not quoted: it repeats the request)"
+	}
+	return s
 }
 
 // parseCallerIdentity reads GetCallerIdentity's answer in JSON or XML.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -231,6 +232,33 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	return user, nil
 }
 
+// MaxReviewBytes bounds a TokenReview request body.
+const MaxReviewBytes = 64 << 10
+
+// DecodeReview reads the TokenReview a request carries: JSON of at most MaxReviewBytes,
+// of kind TokenReview in authentication.k8s.io/v1 (or without apiVersion and kind),
+// with a token. The error never quotes the body, which holds a token.
+func DecodeReview(body io.Reader) (*authenticationv1.TokenReview, error) {
+	var review authenticationv1.TokenReview
+	data, err := io.ReadAll(io.LimitReader(body, MaxReviewBytes+1))
+	switch {
+	case err != nil:
+		return nil, errors.New("reading the request body failed")
+	case len(data) > MaxReviewBytes:
+		return nil, fmt.Errorf("the request body exceeds %d bytes", MaxReviewBytes)
+	}
+	if err := json.Unmarshal(data, &review); err != nil {
+		return nil, errors.New("expected a request body to be a TokenReview")
+	}
+	if (review.APIVersion != "" || review.Kind != "") && (review.APIVersion != "authentication.k8s.io/v1" || review.Kind != "TokenReview") {
+		return nil, errors.New("expected an authentication.k8s.io/v1 TokenReview")
+	}
+	if review.Spec.Token == "" {
+		return nil, errors.New("the TokenReview has no token")
+	}
+	return &review, nil
+}
+
 // ServeHTTP implements the webhook: POST a TokenReview, get it back with its status.
 // A denial is an answer (200, authenticated: false, with the reason); STS throttling is
 // 429 and any other failure (STS unreachable or 5xx, the inventory failing) 500, both of
@@ -241,9 +269,9 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "expected POST", http.StatusMethodNotAllowed)
 		return
 	}
-	var review authenticationv1.TokenReview
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&review); err != nil || review.Spec.Token == "" {
-		http.Error(rw, "expected a request body to be a TokenReview", http.StatusBadRequest)
+	review, err := DecodeReview(r.Body)
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
 	start := time.Now()

@@ -19,6 +19,8 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 	bootstrapsecret "k8s.io/cluster-bootstrap/util/secrets"
 	bootstraptokens "k8s.io/cluster-bootstrap/util/tokens"
+
+	"github.com/nodejoin/nodejoin/internal/rbac"
 )
 
 // NodeGroupKey labels the token Secrets nodejoin mints with their node group.
@@ -41,6 +43,10 @@ func Mint(ctx context.Context, client kubernetes.Interface, nodeGroup string, tt
 	}
 	if ttl <= 0 || ttl > maxLifetime {
 		return "", fmt.Errorf("token lifetime %s: want more than 0 and at most %s", ttl, maxLifetime)
+	}
+	// The group's bootstrappers, and only they, may ask for a first client certificate.
+	if err := rbac.ApplyNodeGroup(ctx, client, nodeGroup, "nodejoin"); err != nil {
+		return "", fmt.Errorf("binding node group %s's bootstrappers to nodeclient: %w", nodeGroup, err)
 	}
 	for range 5 {
 		token, err := bootstraputil.GenerateBootstrapToken()

@@ -114,7 +114,11 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("serving CSR for another node's CN: %v, want Forbidden", err)
 	}
-	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers")
+	// Bootstrap tokens may ask for a first client certificate per node group.
+	if err := rbac.ApplyNodeGroup(ctx, env.Client, "workers", "test"); err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:workers")
 	testenv.CreateCSR(t, bootstrap, "client-first", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+node, nil), certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
 
 	good := testenv.Settled(t, env.Client, "serving-good")
@@ -325,6 +329,9 @@ func TestBootstrapTokenCannotTakeOverANode(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, env, c, "") }()
 
+	if err := rbac.ApplyNodeGroup(ctx, env.Client, "workers", "test"); err != nil {
+		t.Fatal(err)
+	}
 	bootstrap := env.As(t, "system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:workers")
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	testenv.CreateCSR(t, bootstrap, "takeover-registered", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+registered, nil), usages...)

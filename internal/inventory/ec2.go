@@ -368,3 +368,21 @@ func addresses(raw *ec2types.Instance) []netip.Addr {
 	}
 	return out
 }
+
+// RoleID returns the unique ID (RoleId, AROA…) IAM GetRole reports for a role ARN, to
+// pin it: a role deleted and re-created under the same ARN gets a new one. Not cached.
+func (e *EC2) RoleID(ctx context.Context, roleARN string) (string, error) {
+	_, rest, ok := strings.Cut(roleARN, ":role/")
+	name := rest[strings.LastIndex(rest, "/")+1:]
+	if !ok || name == "" {
+		return "", fmt.Errorf("%q is not a role ARN", roleARN)
+	}
+	out, err := e.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("getting role %s: %w", name, err)
+	}
+	if out.Role == nil || aws.ToString(out.Role.RoleId) == "" {
+		return "", fmt.Errorf("getting role %s: IAM answered no role ID", name)
+	}
+	return aws.ToString(out.Role.RoleId), nil
+}

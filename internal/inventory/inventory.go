@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -89,17 +91,38 @@ func (f *File) load() error {
 	if bytes.Equal(data, f.raw) {
 		return nil
 	}
+	byNode, byID, err := parseFile(data)
+	if err != nil {
+		return fmt.Errorf("inventory %s: %w", f.Path, err)
+	}
+	f.raw, f.byNode, f.byID = data, byNode, byID
+	return nil
+}
+
+// parseFile decodes a file inventory strictly (unknown fields are errors) into its
+// instances by node name and by ID. Every instance has an ID, no two nodes name the same
+// instance, and every address parses.
+func parseFile(data []byte) (byNode, byID map[string]*Instance, err error) {
 	var entries map[string]*fileEntry
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&entries); err != nil {
-		return fmt.Errorf("inventory %s: %w", f.Path, err)
+		return nil, nil, err
 	}
-	byNode, byID := map[string]*Instance{}, map[string]*Instance{}
-	for node, e := range entries {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, nil, errors.New("data after the JSON object")
+	}
+	byNode, byID = map[string]*Instance{}, map[string]*Instance{}
+	nodeOf := map[string]string{}
+	for _, node := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[node]
 		if e == nil || e.ID == "" {
-			return fmt.Errorf("inventory %s: node %s has no instance id", f.Path, node)
+			return nil, nil, fmt.Errorf("node %s has no instance id", node)
 		}
+		if other, ok := nodeOf[e.ID]; ok {
+			return nil, nil, fmt.Errorf("nodes %s and %s both name instance %s", other, node, e.ID)
+		}
+		nodeOf[e.ID] = node
 		inst := &Instance{
 			ID: e.ID, State: e.State, AccountID: e.AccountID, Role: e.Role, RoleARN: e.RoleARN,
 			PrivateDNSName: strings.ToLower(e.PrivateDNSName),
@@ -110,14 +133,13 @@ func (f *File) load() error {
 		for _, s := range e.IPs {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
-				return fmt.Errorf("inventory %s: node %s: %w", f.Path, node, err)
+				return nil, nil, fmt.Errorf("node %s: %w", node, err)
 			}
 			inst.IPs = append(inst.IPs, a)
 		}
 		byNode[node], byID[e.ID] = inst, inst
 	}
-	f.raw, f.byNode, f.byID = data, byNode, byID
-	return nil
+	return byNode, byID, nil
 }
 
 // InstanceForNode returns the instance behind a node name, or ErrNotFound.

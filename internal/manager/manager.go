@@ -43,6 +43,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
@@ -94,10 +95,17 @@ type Config struct {
 	// WebhookListener, when set, turns on the TokenReview webhook, served over TLS with
 	// WebhookTLS at /authenticate. Verifier checks tokens; Instances is the instance
 	// inventory for {{EC2PrivateDNSName}}.
+	// WebhookTLS should require client certificates of kube-apiserver's client CA
+	// (httpserver.MutualTLS); WebhookLimits bounds the webhook's timeouts and the
+	// requests it handles at once (zero fields: httpserver's defaults).
 	WebhookListener net.Listener
 	WebhookTLS      *tls.Config
+	WebhookLimits   httpserver.Limits
 	Verifier        *authn.Verifier
 	Instances       authn.Instances
+	// Roles gives a role's unique ID, pinned on a NodeAccessEntry's first use; default
+	// Instances when it has a RoleID method (the EC2 inventory), else no pinning.
+	Roles RoleIDs
 
 	// LeaderElection, when set, runs the leader's parts only while this replica holds
 	// the Lease; nil runs them at once (a single replica).
@@ -481,6 +489,14 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 		if entries, err = newAccessEntries(ctx, mgr.GetCache(), cfg.Log); err != nil {
 			return nil, err
 		}
+		entries.client = mgr.GetClient()
+		entries.roles = cfg.Roles
+		if entries.roles == nil {
+			entries.roles, _ = cfg.Instances.(RoleIDs)
+		}
+		if entries.roles == nil {
+			cfg.Log.Warn("no IAM to ask for role IDs: NodeAccessEntries do not pin their role's unique ID")
+		}
 		entryMappings = entries.Mappings
 	default:
 		// Without the CRD there can be no entry; aws-auth alone maps roles.
@@ -512,5 +528,21 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 	mux.Handle("/authenticate", w)
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
 	cfg.Log.Info("serving token reviews", "address", cfg.WebhookListener.Addr().String(), "cluster", cfg.Verifier.ClusterID)
-	return entries, mgr.Add(server("webhook", mux, tls.NewListener(cfg.WebhookListener, cfg.WebhookTLS)))
+	limits := cfg.WebhookLimits
+	rejected := limits.Rejected
+	limits.Rejected = func() {
+		metrics.Rejected.Inc()
+		if rejected != nil {
+			rejected()
+		}
+	}
+	if cfg.WebhookTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		cfg.Log.Warn("the token webhook does not require client certificates: anyone who reaches its port can make it review tokens")
+	}
+	return entries, mgr.Add(&ctrlmanager.Server{
+		Name:            "webhook",
+		Server:          httpserver.NewLimited(mux, limits),
+		Listener:        tls.NewListener(cfg.WebhookListener, cfg.WebhookTLS),
+		ShutdownTimeout: ptr.To(5 * time.Second),
+	})
 }

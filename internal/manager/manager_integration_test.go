@@ -3,9 +3,11 @@ package manager_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +29,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
@@ -92,6 +96,13 @@ func TestManagerAsDeployed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only kube-apiserver's client certificate for the webhook passes its TLS.
+	clientCA, err := os.ReadFile(p.TokenWebhookClientCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAs := x509.NewCertPool()
+	clientCAs.AppendCertsFromPEM(clientCA)
 	wl, err := env.Cluster.ListenTokenWebhook()
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +123,7 @@ func TestManagerAsDeployed(t *testing.T) {
 			Nodes:                ec2,
 			Instances:            ec2,
 			WebhookListener:      wl,
-			WebhookTLS:           &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			WebhookTLS:           httpserver.MutualTLS(cert, clientCAs),
 			Verifier:             &authn.Verifier{ClusterID: "demo", STSHosts: []string{strings.TrimPrefix(cloud.STSURL, "https://")}, HTTP: cloud.STSHTTPClient()},
 			LeaderElection:       &manager.LeaderElection{Identity: "replica-1", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond},
 			TokenCleanupInterval: 200 * time.Millisecond,
@@ -234,6 +245,40 @@ func TestManagerAsDeployed(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), tokenA[12:60]) {
 		t.Error("a token reached the log")
+	}
+
+	// The entry pinned its role's unique ID (IAM GetRole) on first use. The role deleted
+	// and re-created under the same ARN has a new ID and is refused, until the pin is
+	// removed; then the role as it is now is pinned.
+	pinned := func() string {
+		e, err := entries.Get(ctx, "workers", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.GetAnnotations()[nodejoinv1alpha1.RoleIDAnnotation]
+	}
+	oldID, _ := cloud.IAM.RoleID("workers")
+	if got := pinned(); got != oldID || oldID == "" {
+		t.Fatalf("entry workers pinned role ID %q, IAM says %q", got, oldID)
+	}
+	cloud.IAM.DeleteRole("workers")
+	if u := whoami(tokenOf(idA, "workers", "demo")); u != nil {
+		t.Fatalf("the re-created role authenticated as %+v", u)
+	}
+	newID, _ := cloud.IAM.RoleID("workers")
+	if want := "role arn:aws:iam::111122223333:role/workers has unique ID " + newID + ", not " + oldID + ", which NodeAccessEntry workers pinned"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs.String())
+	}
+	if _, err := entries.Patch(ctx, "workers", types.MergePatchType, []byte(`{"metadata":{"annotations":{"nodejoin.io/role-id":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return whoami(tokenOf(idA, "workers", "demo")) != nil, nil
+	}); err != nil {
+		t.Fatalf("the re-confirmed role never authenticated: %v\n%s", err, logs.String())
+	}
+	if got := pinned(); got != newID {
+		t.Errorf("re-pinned role ID %q, want %q", got, newID)
 	}
 
 	// The leader approves and signs a serving CSR of node A, as the least-privileged user.

@@ -54,8 +54,9 @@ type Objects struct {
 //   - bootstrappers may create CSRs at all (upstream's system:node-bootstrapper role);
 //   - nodes and bootstrappers may create certificatesigningrequests/selfnodeserver (the
 //     equivalent of EKS's eks:node-bootstrapper), so that serving CSRs pass the review;
-//   - bootstrappers may ask for a first client certificate (nodeclient), nodes for
-//     renewals (selfnodeclient), binding upstream's roles;
+//   - nodes may renew their client certificates (selfnodeclient), binding upstream's
+//     role; a first client certificate (nodeclient) is bound per node group, by
+//     NodeGroupBinding, never to every bootstrapper;
 //   - the controller's own least-privilege roles, bound to controller when it is set:
 //     cluster-wide what CSRs, access entries and reviews need; in kube-system only its
 //     Lease, the aws-auth ConfigMap and bootstrap-token Secrets.
@@ -84,6 +85,8 @@ func For(controller *rbacv1.Subject) Objects {
 				rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 				rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"get", "list", "watch"}},
+				// The role's unique ID, pinned on an entry's first use (an annotation).
+				rbacv1.PolicyRule{APIGroups: []string{nodejoinv1alpha1.GroupName}, Resources: []string{nodejoinv1alpha1.NodeAccessEntryResource.Resource}, Verbs: []string{"patch"}},
 				// Whether a Node is registered already: a bootstrap token's client CSR
 				// for one is denied. Read only.
 				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
@@ -95,7 +98,6 @@ func For(controller *rbacv1.Subject) Objects {
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
 			crb(NodeBootstrapperRole, NodeBootstrapperRole, group("system:bootstrappers"), group("system:nodes")),
 			crb("nodejoin:kubelet-bootstrap", "system:node-bootstrapper", group("system:bootstrappers")),
-			crb("nodejoin:nodeclient", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group("system:bootstrappers")),
 			crb("nodejoin:selfnodeclient", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group("system:nodes")),
 		},
 	}
@@ -132,6 +134,40 @@ func For(controller *rbacv1.Subject) Objects {
 		Subjects:   []rbacv1.Subject{*controller},
 	}}
 	return o
+}
+
+// NodeClientRole is upstream's role that allows asking for a first kubelet client
+// certificate (certificatesigningrequests/nodeclient).
+const NodeClientRole = "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
+
+// staleNodeClientBinding bound NodeClientRole to every bootstrapper before the binding
+// became per node group; Apply deletes it.
+const staleNodeClientBinding = "nodejoin:nodeclient"
+
+// NodeGroupBindingName is the name of a node group's nodeclient binding.
+func NodeGroupBindingName(nodeGroup string) string { return "nodejoin:nodeclient:" + nodeGroup }
+
+// NodeGroupBinding binds NodeClientRole to the bootstrappers of one node group,
+// system:bootstrappers:<nodeGroup>: the extra group of the bootstrap tokens minted for
+// it. RBAC matches group names exactly (no patterns), so each node group has a binding
+// of its own, applied when a token is minted for it (ApplyNodeGroup); a bootstrap token
+// of no node group (kubeadm's default group alone) may not ask for a client certificate.
+func NodeGroupBinding(nodeGroup string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: NodeGroupBindingName(nodeGroup), Labels: map[string]string{"nodejoin.io/node-group": nodeGroup}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeClientRole},
+		Subjects:   []rbacv1.Subject{group("system:bootstrappers:" + nodeGroup)},
+	}
+}
+
+// ApplyNodeGroup applies NodeGroupBinding(nodeGroup) with server-side apply.
+func ApplyNodeGroup(ctx context.Context, client kubernetes.Interface, nodeGroup, fieldManager string) error {
+	b := NodeGroupBinding(nodeGroup)
+	if err := apply(ctx, b, client.RbacV1().ClusterRoleBindings().Apply, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return fmt.Errorf("cluster role binding %s: %w", b.Name, err)
+	}
+	return nil
 }
 
 // YAML renders the objects as one multi-document manifest, in a stable order.
@@ -189,6 +225,11 @@ func ApplyObjects(ctx context.Context, client kubernetes.Interface, o Objects, f
 		if err != nil {
 			return fmt.Errorf("cluster role binding %s: %w", b.Name, err)
 		}
+	}
+	// Before node groups had bindings of their own, every bootstrapper could ask for a
+	// first client certificate of any node.
+	if err := rbac.ClusterRoleBindings().Delete(ctx, staleNodeClientBinding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting cluster role binding %s: %w", staleNodeClientBinding, err)
 	}
 	for _, r := range o.Roles {
 		if err := apply(ctx, r, rbac.Roles(r.Namespace).Apply, opts); err != nil {

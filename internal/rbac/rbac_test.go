@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -105,6 +106,7 @@ var usedByTheController = map[grant]string{
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "get"}:   "entries cache",
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "list"}:  "entries cache",
 	{"cluster", "nodejoin.io", "nodeaccessentries", "", "watch"}: "entries cache",
+	{"cluster", "nodejoin.io", "nodeaccessentries", "", "patch"}: "manager/entries.go: the role ID pinned on first use",
 	// csr.NewNodeRegistered: is the Node of a bootstrap client CSR registered.
 	{"cluster", "", "nodes", "", "get"}: "csr.NewNodeRegistered",
 	// kube-system: leader election creates the Lease, then reads and renews it by name.
@@ -173,5 +175,39 @@ func TestControllerRolesGrantOnlyWhatTheCodeUses(t *testing.T) {
 		if !seen[g] {
 			t.Errorf("the controller's roles lack %+v (%s)", g, usedByTheController[g])
 		}
+	}
+}
+
+// Every binding's subjects are on a fixed list; in particular nodeclient (a first
+// client certificate for any node name) is bound to no group but one node group's
+// bootstrappers, never to system:bootstrappers as a whole.
+func TestBindingSubjectsAllowList(t *testing.T) {
+	allowed := map[string][]string{
+		NodeBootstrapperRole:         {"Group/system:bootstrappers", "Group/system:nodes"},
+		"nodejoin:kubelet-bootstrap": {"Group/system:bootstrappers"},
+		"nodejoin:selfnodeclient":    {"Group/system:nodes"},
+		ControllerRole:               {"ServiceAccount/nodejoin-controller"},
+	}
+	for _, b := range For(&ServiceAccount).ClusterRoleBindings {
+		want, ok := allowed[b.Name]
+		if !ok {
+			t.Errorf("binding %s (role %s) is not on the allow-list", b.Name, b.RoleRef.Name)
+			continue
+		}
+		var got []string
+		for _, s := range b.Subjects {
+			got = append(got, s.Kind+"/"+s.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("binding %s binds %v, want %v", b.Name, got, want)
+		}
+		if b.RoleRef.Name == NodeClientRole {
+			t.Errorf("binding %s grants nodeclient to %v", b.Name, got)
+		}
+	}
+	b := NodeGroupBinding("workers")
+	if b.Name != "nodejoin:nodeclient:workers" || b.RoleRef.Name != NodeClientRole || len(b.Subjects) != 1 ||
+		b.Subjects[0].Kind != rbacv1.GroupKind || b.Subjects[0].Name != "system:bootstrappers:workers" {
+		t.Errorf("NodeGroupBinding(workers) = %s → %s %+v", b.Name, b.RoleRef.Name, b.Subjects)
 	}
 }

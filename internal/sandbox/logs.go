@@ -34,9 +34,9 @@ type Exported struct {
 const ControlPlaneLogDir = "control-plane"
 
 // ExportLogs copies the logs of the cluster name into dir: the control plane's daemons'
-// (etcd, kube-apiserver), nodejoin-controller's and the cluster process's into
-// dir/control-plane, and each node's nodeadm, kubelet and containerd logs and instance
-// record into dir/NODE. The cluster need not be running; its state directory must exist.
+// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), nodejoin-controller's
+// and the cluster process's into dir/control-plane, and each node's nodeadm, kubelet and
+// containerd logs and instance record into dir/NODE. The cluster need not be running; its state directory must exist.
 func ExportLogs(name, dir string) (Exported, error) {
 	ex := Exported{Cluster: name, Dir: dir, Files: []ExportedFile{}}
 	state, err := StateDir(name)

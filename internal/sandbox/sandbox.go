@@ -1,5 +1,5 @@
-// Package sandbox runs a local cluster whose nodes really join: a control plane (etcd
-// and kube-apiserver), nodejoin-controller and the local cloud in this process, and
+// Package sandbox runs a local cluster whose nodes really join: a control plane (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler), nodejoin-controller and the local cloud in this process, and
 // local instances whose kubelets — real or simulated — join it the way EKS nodes do.
 //
 // Start creates a cluster by running an ordered list of small steps (steps.go) and
@@ -38,7 +38,8 @@ type Options struct {
 	Name string
 	// StateDir holds the cluster's state. Default: StateDir(Name).
 	StateDir string
-	// BinDir holds etcd, kube-apiserver and kubelet; see toolbin.Dir.
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+	// kubelet; see toolbin.Dir.
 	BinDir string
 	// Network is where the control plane listens; see controlplane.Options.
 	Network controlplane.Network

@@ -24,7 +24,7 @@ type state struct {
 // creationSteps are the steps of Start, in order.
 func creationSteps() []step {
 	return []step{
-		controlPlaneStep{}, // certificates, network, etcd, kube-apiserver, kubeconfig
+		controlPlaneStep{}, // certificates, network, etcd, kube-apiserver, kubeconfig, KCM, scheduler
 		controllerStep{},   // local cloud (STS, EC2, IAM) and nodejoin-controller
 		nodeAccessStep{},   // the nodes' access entry or bootstrap token, the instance provider
 		nodesStep{},        // launch the instances, wait until every node is Ready
@@ -32,8 +32,8 @@ func creationSteps() []step {
 	}
 }
 
-// controlPlaneStep starts etcd and kube-apiserver, with kube-apiserver sending unknown
-// tokens to the controller's webhook.
+// controlPlaneStep starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler, with kube-apiserver sending unknown tokens to the controller's webhook.
 type controlPlaneStep struct{}
 
 func (controlPlaneStep) Name() string { return "starting the control plane" }

@@ -72,6 +72,7 @@ func TestImagesLoadAndRunOnARealNode(t *testing.T) {
 	}
 
 	out := c.run("up", "--name", name, "--nodes", "1", "--detach")
+	t.Logf("up:\n%s", out)
 	if !strings.Contains(out, "images imported") {
 		t.Errorf("up output shows no image import step:\n%s", out)
 	}
@@ -83,6 +84,7 @@ func TestImagesLoadAndRunOnARealNode(t *testing.T) {
 		t.Errorf("image load output:\n%s", out)
 	}
 	var list []sandbox.NodeImages
+	t.Logf("image list:\n%s", c.run("image", "list", "--name", name))
 	c.runJSON(false, &list, "image", "list", "--name", name, "-o", "json")
 	if len(list) != 1 || list[0].Node != node {
 		t.Fatalf("image list: %+v", list)

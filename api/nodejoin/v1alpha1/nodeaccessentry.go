@@ -85,6 +85,12 @@ type NodeAccessEntryList struct {
 	Items           []NodeAccessEntry `json:"items"`
 }
 
+// RoleIDAnnotation holds the unique ID (AROA…) of the entry's role, written by
+// nodejoin-controller when a token of the role is first reviewed. A token whose role has
+// another ID (the role was deleted and re-created under the same ARN) is then denied;
+// removing the annotation, or re-creating the entry, accepts the role as it is now.
+const RoleIDAnnotation = "nodejoin.io/role-id"
+
 var roleARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$`)
 
 // Validate checks the entry.

@@ -21,6 +21,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/pki"
@@ -36,7 +37,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
   nodejoin-controller run --inventory-source ec2 --ca-cert ca.crt --ca-key ca.key --log-format json
 
   # The TokenReview webhook alone, next to kube-apiserver
-  nodejoin-controller webhook --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2 --inventory-source ec2`,
+  nodejoin-controller webhook --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt --cluster-id my-cluster --region us-west-2 --inventory-source ec2`,
 	}
 	root.AddCommand(runCommand(), webhookCommand())
 	return cli.Execute(ctx, root, args, stdout, stderr)
@@ -55,6 +56,11 @@ type options struct {
 
 	// Webhook.
 	webhookListen, tlsCert, tlsKey string
+	// webhookClientCA verifies kube-apiserver's client certificate; insecureNoClientCert
+	// serves anyone instead. maxInFlight caps the webhook's requests at once.
+	webhookClientCA                string
+	insecureNoClientCert           bool
+	maxInFlight                    int
 	clusterID, region, stsCABundle string
 	stsHosts                       []string
 
@@ -85,7 +91,7 @@ func runCommand() *cobra.Command {
   nodejoin-controller run --kubeconfig admin.kubeconfig \
     --ca-cert /etc/kubernetes/pki/ca.crt --ca-key /etc/kubernetes/pki/ca.key \
     --inventory-source ec2 --aws-region us-west-2 \
-    --webhook-listen :21362 --tls-cert tls.crt --tls-key tls.key --cluster-id my-cluster --region us-west-2
+    --webhook-listen :21362 --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt --cluster-id my-cluster --region us-west-2
 
   # One replica, no leader election, instances from a file, client-go request logs
   nodejoin-controller run --leader-elect=false --inventory inventory.json \
@@ -132,7 +138,7 @@ func webhookCommand() *cobra.Command {
 			"verifies it for this cluster, its role has a NodeAccessEntry or an aws-auth mapping, and the\n" +
 			"instance it names is running with that role.",
 		Example: `  # Authenticate tokens bound to my-cluster, signed for us-west-2's STS
-  nodejoin-controller webhook --listen :21362 --tls-cert tls.crt --tls-key tls.key \
+  nodejoin-controller webhook --listen :21362 --tls-cert tls.crt --tls-key tls.key --webhook-client-ca-file client-ca.crt \
     --cluster-id my-cluster --region us-west-2 --inventory-source ec2 --aws-region us-west-2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr(), false) },
@@ -149,6 +155,9 @@ func (o *options) commonFlags(cmd *cobra.Command) {
 	o.flags(f)
 	f.StringVar(&o.tlsCert, "tls-cert", "", "the webhook's serving certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the webhook's serving key (PEM)")
+	f.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM CA of kube-apiserver's client certificate for the webhook: TLS handshakes without a certificate it signed fail (required with the webhook)")
+	f.BoolVar(&o.insecureNoClientCert, "webhook-insecure-no-client-cert", false, "serve token reviews to any client, without --webhook-client-ca-file (anyone reaching the port can spend the webhook's STS budget)")
+	f.IntVar(&o.maxInFlight, "webhook-max-in-flight", httpserver.DefaultMaxInFlight, "token review requests handled at once; more are answered 429 with Retry-After")
 	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to")
 	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
@@ -165,6 +174,10 @@ func (o *options) validate(signing bool) error {
 		return errors.New("--tls-cert and --tls-key are required: kube-apiserver calls the webhook over HTTPS")
 	case webhook && o.clusterID == "":
 		return errors.New("--cluster-id is required: tokens are bound to one cluster")
+	case webhook:
+		if err := o.validateWebhookCallers(); err != nil {
+			return err
+		}
 	}
 	if err := o.inventoryOptions.validate(); err != nil {
 		return err
@@ -173,6 +186,40 @@ func (o *options) validate(signing bool) error {
 		return errors.New("give --region or --sts-host: the STS hosts tokens may point at")
 	}
 	return nil
+}
+
+// validateWebhookCallers checks the flags that say who may call the webhook.
+func (o *options) validateWebhookCallers() error {
+	switch {
+	case o.webhookClientCA == "" && !o.insecureNoClientCert:
+		return errors.New("--webhook-client-ca-file is required: the CA of the client certificate kube-apiserver presents to the webhook (its webhook kubeconfig's client-certificate); --webhook-insecure-no-client-cert serves any client instead")
+	case o.webhookClientCA != "" && o.insecureNoClientCert:
+		return errors.New("give --webhook-client-ca-file or --webhook-insecure-no-client-cert, not both")
+	case o.maxInFlight < 1:
+		return fmt.Errorf("--webhook-max-in-flight %d: want at least 1", o.maxInFlight)
+	}
+	return nil
+}
+
+// webhookTLS is the webhook's TLS configuration: its serving certificate, and client
+// certificates of --webhook-client-ca-file required when that is given.
+func (o *options) webhookTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the webhook's serving certificate: %w", err)
+	}
+	if o.webhookClientCA == "" {
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	data, err := os.ReadFile(o.webhookClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("--webhook-client-ca-file %s holds no PEM certificate", o.webhookClientCA)
+	}
+	return httpserver.MutualTLS(cert, pool), nil
 }
 
 // restConfig reads a kubeconfig file, or $KUBECONFIG, or the in-cluster configuration,
@@ -315,11 +362,10 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 		if cfg.Verifier, err = o.verifier(); err != nil {
 			return err
 		}
-		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return fmt.Errorf("loading the webhook's serving certificate: %w", err)
+		if cfg.WebhookTLS, err = o.webhookTLS(); err != nil {
+			return err
 		}
-		cfg.WebhookTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		cfg.WebhookLimits = httpserver.Limits{MaxInFlight: o.maxInFlight}
 	}
 	closeAll := func(ls ...net.Listener) {
 		for _, l := range ls {

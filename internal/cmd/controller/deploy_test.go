@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,7 @@ var deployKinds = map[string]struct {
 	"Service":             {"v1", true, func() any { return &corev1.Service{} }},
 	"Deployment":          {"apps/v1", true, func() any { return &appsv1.Deployment{} }},
 	"PodDisruptionBudget": {"policy/v1", true, func() any { return &policyv1.PodDisruptionBudget{} }},
+	"NetworkPolicy":       {"networking.k8s.io/v1", true, func() any { return &networkingv1.NetworkPolicy{} }},
 	"Role":                {"rbac.authorization.k8s.io/v1", true, func() any { return &rbacv1.Role{} }},
 	"RoleBinding":         {"rbac.authorization.k8s.io/v1", true, func() any { return &rbacv1.RoleBinding{} }},
 	"ClusterRole":         {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRole{} }},
@@ -408,6 +410,9 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("--%s=%s is in no volume mount", name, value)
 		}
 	}
+	if _, ok := flags["webhook-client-ca-file"]; !ok {
+		t.Error("args lack --webhook-client-ca-file: the webhook would serve any client")
+	}
 	for _, secret := range []string{"nodejoin-ca", "nodejoin-webhook-tls"} {
 		if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == secret }) {
 			t.Errorf("no volume mounts Secret %s", secret)
@@ -532,7 +537,56 @@ func TestDeployTokenWebhookKubeconfig(t *testing.T) {
 	if _, ok := cfg.Clusters[ctx.Cluster]; !ok {
 		t.Errorf("context %s names cluster %q, which is not defined", cfg.CurrentContext, ctx.Cluster)
 	}
-	if _, ok := cfg.AuthInfos[ctx.AuthInfo]; !ok {
-		t.Errorf("context %s names user %q, which is not defined", cfg.CurrentContext, ctx.AuthInfo)
+	user, ok := cfg.AuthInfos[ctx.AuthInfo]
+	if !ok {
+		t.Fatalf("context %s names user %q, which is not defined", cfg.CurrentContext, ctx.AuthInfo)
+	}
+	// The webhook requires a client certificate (--webhook-client-ca-file).
+	if (user.ClientCertificate == "" && len(user.ClientCertificateData) == 0) || (user.ClientKey == "" && len(user.ClientKeyData) == 0) {
+		t.Errorf("user %s has no client certificate and key: the webhook refuses the TLS handshake", ctx.AuthInfo)
+	}
+}
+
+// TestDeployNetworkPolicy: a NetworkPolicy selects the controller's pods, restricts their
+// ingress, and admits the webhook port only from IP blocks (the control plane's
+// addresses), never from every source, a pod or a namespace selector.
+func TestDeployNetworkPolicy(t *testing.T) {
+	objs := loadDeploy(t)
+	dep := find[*appsv1.Deployment](t, objs, "Deployment", controllerName)
+	np := find[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", webhookService)
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Fatalf("the NetworkPolicy's podSelector %v does not select the controller's pods (%v)", np.Spec.PodSelector, err)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("policyTypes %v lack Ingress", np.Spec.PolicyTypes)
+	}
+	webhookPort := false
+	for i, rule := range np.Spec.Ingress {
+		covers := len(rule.Ports) == 0
+		for _, p := range rule.Ports {
+			if p.Port == nil || *p.Port == intstr.FromString("webhook") || *p.Port == intstr.FromInt32(21362) {
+				covers = true
+			}
+		}
+		if !covers {
+			continue
+		}
+		webhookPort = true
+		if len(rule.From) == 0 {
+			t.Errorf("ingress[%d] admits every source to the webhook port", i)
+		}
+		for _, peer := range rule.From {
+			if peer.IPBlock == nil || peer.PodSelector != nil || peer.NamespaceSelector != nil {
+				t.Errorf("ingress[%d] admits %+v to the webhook port; want only the control plane's IP blocks", i, peer)
+				continue
+			}
+			if _, _, err := net.ParseCIDR(peer.IPBlock.CIDR); err != nil || peer.IPBlock.CIDR == "0.0.0.0/0" || peer.IPBlock.CIDR == "::/0" {
+				t.Errorf("ingress[%d]: ipBlock %q is not a control plane's range (%v)", i, peer.IPBlock.CIDR, err)
+			}
+		}
+	}
+	if !webhookPort {
+		t.Error("no ingress rule admits the API server to the webhook port")
 	}
 }

@@ -32,8 +32,11 @@ func TestWebhookRequiresItsInputs(t *testing.T) {
 	for args, want := range map[string]string{
 		"webhook":                          "--tls-cert and --tls-key are required",
 		"webhook --tls-cert a --tls-key b": "--cluster-id is required",
-		"webhook --tls-cert a --tls-key b --cluster-id c":               "--inventory is required",
-		"webhook --tls-cert a --tls-key b --cluster-id c --inventory i": "give --region or --sts-host",
+		"webhook --tls-cert a --tls-key b --cluster-id c":                                                               "--webhook-client-ca-file is required",
+		"webhook --tls-cert a --tls-key b --cluster-id c --webhook-client-ca-file ca --webhook-insecure-no-client-cert": "not both",
+		"webhook --tls-cert a --tls-key b --cluster-id c --webhook-client-ca-file ca --webhook-max-in-flight 0":         "--webhook-max-in-flight 0",
+		"webhook --tls-cert a --tls-key b --cluster-id c --webhook-client-ca-file ca":                                   "--inventory is required",
+		"webhook --tls-cert a --tls-key b --cluster-id c --webhook-client-ca-file ca --inventory i":                     "give --region or --sts-host",
 	} {
 		var out strings.Builder
 		if err := Run(t.Context(), strings.Fields(args), &out, &out); err == nil || !strings.Contains(err.Error(), want) {
@@ -78,7 +81,25 @@ func TestWebhookCommand(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	webhookConfig := testenv.WebhookConfig(t, "https://"+addr+"/authenticate", ca.CertPEM())
+	// kube-apiserver presents a client certificate of a CA of its own, which the webhook
+	// requires (--webhook-client-ca-file).
+	clientCA, err := pki.NewCA("webhook-client-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := clientCA.Issue(pki.Request{CommonName: "kube-apiserver", Usage: pki.ClientAuth, Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientKey, err := client.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAFile := write("client-ca.pem", clientCA.CertPEM())
+	webhookConfig := filepath.Join(dir, "webhook.kubeconfig")
+	if err := controlplane.WriteWebhookClientConfig(webhookConfig, "https://"+addr+"/authenticate", ca.CertPEM(), client.CertPEM(), clientKey); err != nil {
+		t.Fatal(err)
+	}
 
 	env := testenv.Start(t, func(o *controlplane.Options) { o.TokenWebhookConfigFile = webhookConfig })
 	if _, err := env.Client.CoreV1().ConfigMaps("kube-system").Create(t.Context(), &corev1.ConfigMap{
@@ -92,7 +113,7 @@ func TestWebhookCommand(t *testing.T) {
 	var logs testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"webhook", "--kubeconfig", env.Cluster.KubeconfigPath(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile,
+		done <- Run(ctx, []string{"webhook", "--kubeconfig", env.Cluster.KubeconfigPath(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile, "--webhook-client-ca-file", clientCAFile,
 			"--cluster-id", "demo", "--sts-host", strings.TrimPrefix(stsSrv.URL, "https://"), "--sts-ca-bundle", stsCA, "--inventory", inv}, &logs, &logs)
 	}()
 

@@ -16,10 +16,11 @@ func exportCommand() *cobra.Command {
 	logs := &cobra.Command{
 		Use:   "logs DIR",
 		Short: "Copy every log of a cluster into DIR: control plane, controller, and each node's",
-		Long: "export logs copies the logs of etcd, kube-apiserver, nodejoin-controller and the process\n" +
-			"that runs the cluster into DIR/" + sandbox.ControlPlaneLogDir + ", and each node's nodeadm, kubelet and\n" +
-			"containerd logs and instance record into DIR/NODE, and lists what it wrote. The cluster\n" +
-			"need not be running: a crashed one's logs stay until `nodejoin down`.",
+		Long: "export logs copies the logs of etcd, kube-apiserver, kube-controller-manager,\n" +
+			"kube-scheduler, nodejoin-controller and the process that runs the cluster into\n" +
+			"DIR/" + sandbox.ControlPlaneLogDir + ", and each node's nodeadm, kubelet and containerd logs and instance record\n" +
+			"into DIR/NODE, and lists what it wrote. The cluster need not be running: a crashed one's\n" +
+			"logs stay until `nodejoin down`.",
 		Example: "  nodejoin export logs --name demo ./demo-logs\n" +
 			"  tar czf demo-logs.tgz -C ./demo-logs .",
 		Args: cobra.ExactArgs(1),

@@ -40,11 +40,12 @@ func upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a local cluster",
-		Long: "up starts a local control plane (etcd and kube-apiserver, built from pinned sources) with\n" +
-			"nodejoin-controller, launches --nodes local instances whose kubelets join it, shows each\n" +
-			"node's join step by step, and prints a summary and the admin kubeconfig's path. Without\n" +
-			"--detach it runs until Ctrl-C and then removes the cluster; with --detach it returns once\n" +
-			"every node is Ready and leaves the cluster running until `nodejoin down`.\n\n" +
+		Long: "up starts a local control plane (etcd, kube-apiserver, kube-controller-manager and\n" +
+			"kube-scheduler, built from pinned sources) with nodejoin-controller, launches --nodes local\n" +
+			"instances whose kubelets join it, shows each node's join step by step, and prints a summary\n" +
+			"and the admin kubeconfig's path. Without --detach it runs until Ctrl-C and then removes the\n" +
+			"cluster; with --detach it returns once every node is Ready and leaves the cluster running\n" +
+			"until `nodejoin down`.\n\n" +
 			"With -o json or -o yaml the summary is one object (name, kubeconfig, nodes with their\n" +
 			"instance ID, address, kubelet and seconds to Ready) and progress goes to stderr.",
 		Example: "  # a cluster with three real kubelets (as root), until Ctrl-C\n" +
@@ -70,7 +71,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
 	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
-	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default: beside this binary, or the source tree's bin/)")
+	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (default: beside this binary, or the source tree's bin/)")
 	outputFlag(cmd, &o.output)
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
 	_ = f.MarkHidden("internal-ready-fd")

@@ -8,6 +8,7 @@ package controller
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/csr"
+	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
@@ -107,6 +109,14 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return fail(fmt.Errorf("loading the token webhook's certificate: %w", err))
 	}
+	clientCA, err := os.ReadFile(p.TokenWebhookClientCA)
+	if err != nil {
+		return fail(fmt.Errorf("reading the token webhook's client CA: %w", err))
+	}
+	clientCAs := x509.NewCertPool()
+	if !clientCAs.AppendCertsFromPEM(clientCA) {
+		return fail(fmt.Errorf("%s holds no PEM certificate", p.TokenWebhookClientCA))
+	}
 	wl, err := cl.ListenTokenWebhook()
 	if err != nil {
 		return fail(fmt.Errorf("listening for token reviews: %w", err))
@@ -119,7 +129,8 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		Nodes:           inv,
 		Instances:       inv,
 		WebhookListener: wl,
-		WebhookTLS:      &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		// Only kube-apiserver, with its client certificate, may ask for reviews.
+		WebhookTLS: httpserver.MutualTLS(cert, clientCAs),
 		Verifier: &authn.Verifier{ClusterID: cl.Name(), STSHosts: []string{strings.TrimPrefix(c.cloud.STSURL, "https://")},
 			HTTP: c.cloud.STSHTTPClient()},
 		InstallRBAC: true,

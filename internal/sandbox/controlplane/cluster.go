@@ -276,7 +276,15 @@ func (c *Cluster) writeTokenWebhookConfig() error {
 	if err != nil {
 		return err
 	}
-	return WriteWebhookConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM)
+	client, err := pki.Load(c.pki.TokenWebhookClient.Cert, c.pki.TokenWebhookClient.Key)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := client.KeyPEM()
+	if err != nil {
+		return err
+	}
+	return WriteWebhookClientConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM, client.CertPEM(), keyPEM)
 }
 
 // ListenTokenWebhook opens the listener kube-apiserver's token webhook configuration
@@ -303,9 +311,15 @@ func (c *Cluster) ListenTokenWebhook() (net.Listener, error) {
 // WriteWebhookConfig writes the kubeconfig-format file that points kube-apiserver's token
 // webhook (--authentication-token-webhook-config-file) at url, trusting caPEM.
 func WriteWebhookConfig(path, url string, caPEM []byte) error {
+	return WriteWebhookClientConfig(path, url, caPEM, nil, nil)
+}
+
+// WriteWebhookClientConfig is WriteWebhookConfig with the client certificate and key
+// (PEM) kube-apiserver presents to the webhook, which requires one.
+func WriteWebhookClientConfig(path, url string, caPEM, clientCertPEM, clientKeyPEM []byte) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{}
+	cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{ClientCertificateData: clientCertPEM, ClientKeyData: clientKeyPEM}
 	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "kube-apiserver"}
 	cfg.CurrentContext = "webhook"
 	data, err := clientcmd.Write(*cfg)

@@ -105,6 +105,17 @@ func (c *Cluster) apiserverArgs(bin string) []string {
 		"--tls-cert-file=" + p.APIServer.Cert,
 		"--tls-private-key-file=" + p.APIServer.Key,
 		"--client-ca-file=" + p.CA.Cert,
+		// The aggregation layer's front proxy. kube-apiserver publishes these settings in
+		// kube-system/extension-apiserver-authentication, where kube-controller-manager
+		// and kube-scheduler (delegated authentication) and aggregated API servers read
+		// them.
+		"--requestheader-client-ca-file=" + p.FrontProxyCA.Cert,
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.FrontProxyClient.Cert,
+		"--proxy-client-key-file=" + p.FrontProxyClient.Key,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + p.ServiceAccountPublic,
 		"--service-account-signing-key-file=" + p.ServiceAccountKey,

@@ -32,7 +32,19 @@ type PKI struct {
 	Scheduler         certFiles // kube-scheduler's client certificate (system:kube-scheduler)
 	// ComponentServing serves /healthz of kube-controller-manager and kube-scheduler on
 	// 127.0.0.1, so that health checks verify them against the cluster CA.
-	ComponentServing     certFiles
+	ComponentServing certFiles
+	// FrontProxyCA, a CA of its own, signs only FrontProxyClient: the client certificate
+	// kube-apiserver presents when it proxies to an aggregated API server, and which
+	// makes the X-Remote-User headers trusted. kube-controller-manager and kube-scheduler
+	// read it (delegated authentication) from kube-system/extension-apiserver-authentication.
+	FrontProxyCA     certFiles
+	FrontProxyClient certFiles
+	// TokenWebhookClientCA is the CA (certificate only; its key is discarded) that
+	// signed TokenWebhookClient, kube-apiserver's client certificate towards the token
+	// webhook. A CA of its own: the cluster CA signs every kubelet's client
+	// certificate, and a kubelet must not pass the webhook's client check.
+	TokenWebhookClientCA string
+	TokenWebhookClient   certFiles
 	ServiceAccountKey    string
 	ServiceAccountPublic string
 }
@@ -53,6 +65,10 @@ func newPKIPaths(dir string) PKI {
 		ControllerManager:    pair("kube-controller-manager"),
 		Scheduler:            pair("kube-scheduler"),
 		ComponentServing:     pair("component-serving"),
+		FrontProxyCA:         pair("front-proxy-ca"),
+		FrontProxyClient:     pair("front-proxy-client"),
+		TokenWebhookClientCA: filepath.Join(dir, "token-webhook-client-ca.crt"),
+		TokenWebhookClient:   pair("token-webhook-client"),
 		ServiceAccountKey:    filepath.Join(dir, "sa.key"),
 		ServiceAccountPublic: filepath.Join(dir, "sa.pub"),
 	}
@@ -101,6 +117,9 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 			files certFiles
 			req   pki.Request
 		}{p.TokenWebhook, pki.Request{CommonName: "nodejoin-token-webhook", IPs: []net.IP{loopback, net.IP(o.BridgeAddr().AsSlice())}, Usage: pki.ServerAuth}})
+		if err := webhookClientPKI(p, o); err != nil {
+			return nil, err
+		}
 	}
 	for _, l := range leaves {
 		l.req.Validity = leafValidity
@@ -111,6 +130,9 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		if err := kp.Write(l.files.Cert, l.files.Key); err != nil {
 			return nil, err
 		}
+	}
+	if err := generateFrontProxy(p); err != nil {
+		return nil, err
 	}
 	sa, err := pki.NewSigningKey()
 	if err != nil {
@@ -131,4 +153,43 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		return nil, fmt.Errorf("writing service-account public key: %w", err)
 	}
 	return ca, nil
+}
+
+// generateFrontProxy creates the front proxy's CA and its one client certificate. A CA
+// apart from the cluster CA, as kubeadm has it: a client certificate of the cluster CA
+// must never be able to assert another user through request headers.
+func generateFrontProxy(p PKI) error {
+	ca, err := pki.NewCA("nodejoin-front-proxy", caValidity)
+	if err != nil {
+		return err
+	}
+	if err := ca.Write(p.FrontProxyCA.Cert, p.FrontProxyCA.Key); err != nil {
+		return err
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: frontProxyClientName, Usage: pki.ClientAuth, Validity: leafValidity})
+	if err != nil {
+		return err
+	}
+	return kp.Write(p.FrontProxyClient.Cert, p.FrontProxyClient.Key)
+}
+
+// frontProxyClientName is the front proxy client's CN, the one name
+// --requestheader-allowed-names lets set request headers.
+const frontProxyClientName = "front-proxy-client"
+
+// webhookClientPKI creates the token webhook's client CA and kube-apiserver's client
+// certificate from it.
+func webhookClientPKI(p PKI, o *Options) error {
+	ca, err := pki.NewCA("nodejoin-"+o.Name+"-token-webhook-client", caValidity)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(p.TokenWebhookClientCA, ca.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("writing the token webhook's client CA: %w", err)
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: "kube-apiserver-token-webhook-client", Usage: pki.ClientAuth, Validity: leafValidity})
+	if err != nil {
+		return err
+	}
+	return kp.Write(p.TokenWebhookClient.Cert, p.TokenWebhookClient.Key)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
@@ -147,6 +148,34 @@ func parseImageList(out string) ([]Image, error) {
 	}
 	sort.Slice(imgs, func(i, j int) bool { return imgs[i].Name < imgs[j].Name })
 	return imgs, nil
+}
+
+// localContainerdConfig is the containerd configuration a local instance adds to
+// nodeadm's: its opt directory under its root, and oom_score_adj never below
+// containerd's own. The CRI plugin gives pod sandboxes -998 (and the kubelet asks
+// -997 for Guaranteed containers); lowering a score needs CAP_SYS_RESOURCE, which
+// hosts such as this project's CI machines withhold even from root, and then runc
+// fails every sandbox with "can't get final child's PID from pipe: EOF" (its nsexec
+// cannot write /proc/self/oom_score_adj). Nodes share the host, so the kernel's OOM
+// order among them matters little.
+func localContainerdConfig(root string) string {
+	return fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n\n"+
+		"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n", filepath.Join(root, "opt/containerd"))
+}
+
+// localRuntimeSpec is what a local instance changes in nodeadm's base OCI runtime spec:
+// the open-files limit, within the host's. nodeadm asks a hard limit of 1048576, as
+// on EC2; above the limit containerd runs with, runc cannot raise it without
+// CAP_SYS_RESOURCE, and every container fails with "error setting rlimit type 7".
+func localRuntimeSpec() map[string]any {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max == 0 {
+		return map[string]any{}
+	}
+	soft := min(lim.Max, 65536)
+	return map[string]any{"process": map[string]any{
+		"rlimits": []map[string]any{{"type": "RLIMIT_NOFILE", "soft": soft, "hard": lim.Max}},
+	}}
 }
 
 // ImportLog is the log, under an instance's root, of the containerd that imports its

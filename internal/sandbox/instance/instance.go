@@ -362,7 +362,8 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 		"spec": map[string]any{
 			"kubelet": map[string]any{"config": kubelet, "flags": append([]string{}, spec.KubeletFlags...)},
 			"containerd": map[string]any{
-				"config": fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n", filepath.Join(root, "opt/containerd")),
+				"config":          localContainerdConfig(root),
+				"baseRuntimeSpec": localRuntimeSpec(),
 			},
 		},
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -473,7 +474,7 @@ func TestDeniedCSRs(t *testing.T) {
 
 	// A denied bootstrap CSR, by contrast, ends the node, as it ends a kubelet: here
 	// bootstrappers lose the right to ask for client certificates.
-	if err := cp.env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "nodejoin:nodeclient", metav1.DeleteOptions{}); err != nil {
+	if err := cp.env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, rbac.NodeGroupBindingName("workers"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	third := simNode(3)

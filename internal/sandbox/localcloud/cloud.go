@@ -39,6 +39,8 @@ type Cloud struct {
 func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Logger) (*Cloud, error) {
 	c := &Cloud{AccountID: accountID, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, 3)}
 	c.IAM = NewIAM(accountID, c.EC2)
+	// STS reports, and checks, each role's unique ID as IAM holds it.
+	c.STS.RoleIDs = c.IAM.RoleID
 	kp, err := ca.Issue(pki.Request{CommonName: "local-sts", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, Validity: 365 * 24 * time.Hour})
 	if err != nil {
 		return nil, err

@@ -488,7 +488,8 @@ func TestIAMGetInstanceProfileWithTheAWSClient(t *testing.T) {
 		t.Fatalf("roles = %+v", p.Roles)
 	}
 	r := p.Roles[0]
-	if aws.ToString(r.RoleName) != "nodes" || aws.ToString(r.RoleId) != RoleID("nodes") || aws.ToString(r.Arn) != "arn:aws:iam::111122223333:role/nodes" ||
+	nodesID, _ := i.RoleID("nodes")
+	if aws.ToString(r.RoleName) != "nodes" || aws.ToString(r.RoleId) != nodesID || !strings.HasPrefix(nodesID, "AROA") || aws.ToString(r.Arn) != "arn:aws:iam::111122223333:role/nodes" ||
 		aws.ToString(r.Path) != "/" || !strings.Contains(aws.ToString(r.AssumeRolePolicyDocument), "ec2.amazonaws.com") || r.CreateDate == nil {
 		t.Errorf("role = %+v", r)
 	}
@@ -523,7 +524,8 @@ func TestIAMErrorDocuments(t *testing.T) {
 		code       string
 	}{
 		{"unsigned", "Action=GetInstanceProfile&InstanceProfileName=x&Version=2010-05-08", false, 403, "MissingAuthenticationToken"},
-		{"unknown action", "Action=GetRole&RoleName=x&Version=2010-05-08", true, 400, "InvalidAction"},
+		{"unknown action", "Action=ListRoles&Version=2010-05-08", true, 400, "InvalidAction"},
+		{"unknown role", "Action=GetRole&RoleName=x&Version=2010-05-08", true, 404, "NoSuchEntity"},
 		{"no profile name", "Action=GetInstanceProfile&Version=2010-05-08", true, 400, "ValidationError"},
 		{"unknown profile", "Action=GetInstanceProfile&InstanceProfileName=x&Version=2010-05-08", true, 404, "NoSuchEntity"},
 	} {

@@ -22,7 +22,11 @@ type STS struct {
 	AccountID string
 	// CredentialLifetime defaults to six hours, as EC2 role credentials last.
 	CredentialLifetime time.Duration
-	now                func() time.Time
+	// RoleIDs, when set, gives a role's current unique ID (IAM's RoleId), false when the
+	// role does not exist; credentials carry the ID of their role when issued and stop
+	// working once it changes (the role was deleted). Default RoleID, a fixed ID per name.
+	RoleIDs func(role string) (string, bool)
+	now     func() time.Time
 
 	mu     sync.Mutex
 	issued map[string]issuedCredentials // access key ID →
@@ -30,7 +34,14 @@ type STS struct {
 
 type issuedCredentials struct {
 	Credentials
-	instanceID, role string
+	instanceID, role, roleID string
+}
+
+func (s *STS) roleID(role string) (string, bool) {
+	if s.RoleIDs != nil {
+		return s.RoleIDs(role)
+	}
+	return RoleID(role), true
 }
 
 // NewSTS returns an STS for an account.
@@ -68,9 +79,13 @@ func (s *STS) InstanceCredentials(instanceID, role string) (Credentials, error) 
 	if life == 0 {
 		life = 6 * time.Hour
 	}
+	roleID, ok := s.roleID(role)
+	if !ok {
+		return Credentials{}, fmt.Errorf("role %s does not exist", role)
+	}
 	c := Credentials{AccessKeyID: "ASIA" + akid, SecretAccessKey: secret, Token: token, Expiration: s.now().Add(life)}
 	s.mu.Lock()
-	s.issued[c.AccessKeyID] = issuedCredentials{Credentials: c, instanceID: instanceID, role: role}
+	s.issued[c.AccessKeyID] = issuedCredentials{Credentials: c, instanceID: instanceID, role: role, roleID: roleID}
 	s.mu.Unlock()
 	return c, nil
 }
@@ -102,7 +117,8 @@ type callerIdentity struct {
 	} `xml:"GetCallerIdentityResult"`
 }
 
-// RoleID is the unique ID of a role, as STS reports it in UserId.
+// RoleID is a fixed unique ID for a role name: the ID an STS without RoleIDs reports
+// in UserId.
 func RoleID(role string) string {
 	return "AROA" + strings.ToUpper(hex.EncodeToString([]byte(role)))[:min(17, 2*len(role))]
 }
@@ -134,6 +150,11 @@ func (s *STS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeSTSError(w, http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid.")
 		return
 	}
+	// The role was deleted since (and perhaps re-created): its sessions are invalid.
+	if id, ok := s.roleID(c.role); !ok || id != c.roleID {
+		writeSTSError(w, http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid.")
+		return
+	}
 	date, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
 	if err != nil || now.After(date.Add(identity.Lifetime)) || date.After(now.Add(5*time.Minute)) {
 		writeSTSError(w, http.StatusForbidden, "SignatureDoesNotMatch", "Signature expired or not yet valid")
@@ -147,7 +168,7 @@ func (s *STS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var out callerIdentity
 	out.Xmlns = "https://sts.amazonaws.com/doc/2011-06-15/"
 	out.Result.Arn = fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", s.AccountID, c.role, c.instanceID)
-	out.Result.UserID = RoleID(c.role) + ":" + c.instanceID
+	out.Result.UserID = c.roleID + ":" + c.instanceID
 	out.Result.Account = s.AccountID
 	w.Header().Set("Content-Type", "text/xml")
 	_ = xml.NewEncoder(w).Encode(out)
