@@ -53,7 +53,8 @@ func TestWorkloadAcrossNodes(t *testing.T) {
 	poll := func(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 		t.Helper()
 		if err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, cond); err != nil {
-			t.Fatalf("%s: %v\nkube-system pods:\n%s", what, err, c.kubectl(kubeconfig, "get", "pods", "-A", "-o", "wide"))
+			t.Fatalf("%s: %v\npods:\n%s\nevents:\n%s", what, err, c.kubectl(kubeconfig, "get", "pods", "-A", "-o", "wide"),
+				c.kubectl(kubeconfig, "get", "events", "-A", "--sort-by=.lastTimestamp"))
 		}
 	}
 
