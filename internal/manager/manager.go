@@ -1,8 +1,9 @@
 // Package manager runs the parts of nodejoin-controller in one controller-runtime
 // manager: on every replica the TokenReview webhook (with the NodeAccessEntry cache it
 // maps roles with), the health probes and the metrics; on the elected leader only, the
-// CSR approver and signer, the node initializer and the bootstrap-token cleanup.
-// nodejoin-controller runs it as a process; `nodejoin up` runs it inside its own process.
+// CSR approver and signer, the node initializer, the bootstrap-token cleanup and the
+// add-ons the cluster gets at creation (addons.go). nodejoin-controller runs it as a
+// process; `nodejoin up` runs it inside its own process.
 package manager
 
 import (
@@ -38,6 +39,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
@@ -123,6 +125,15 @@ type Config struct {
 	// OnStarted, when set, is called once RBAC and CRDs are installed, the caches are
 	// filled and every part runs.
 	OnStarted func()
+
+	// Addons, when set with add-ons enabled, makes the leader apply them at start and
+	// again whenever one is deleted or changed (addonInstaller), as EKS's cluster
+	// bootstrap does. With InstallRBAC and Controller, the roles that allows
+	// (rbac.ForAddons) are installed too. AddonsResync is how often they are applied
+	// anyway; default DefaultAddonsResync.
+	Addons       *addons.Options
+	AddonsResync time.Duration
+	addonObjects []runtime.Object
 }
 
 // LeaderElection configures the Lease the leader holds.
@@ -150,6 +161,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 func run(ctx context.Context, cfg *Config) error {
 	if err := cfg.complete(); err != nil {
+		return err
+	}
+	if err := cfg.completeAddons(); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg.REST)
@@ -185,7 +199,7 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "leaderElection", cfg.LeaderElection != nil)
+	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0, "leaderElection", cfg.LeaderElection != nil)
 	return mgr.Start(ctx)
 }
 
@@ -233,11 +247,32 @@ func (cfg *Config) complete() error {
 	return nil
 }
 
+// completeAddons renders the add-ons asked for.
+func (cfg *Config) completeAddons() error {
+	if cfg.Addons == nil || len(cfg.Addons.Enabled) == 0 {
+		return nil
+	}
+	objs, err := addons.Objects(*cfg.Addons)
+	if err != nil {
+		return fmt.Errorf("add-ons: %w", err)
+	}
+	cfg.addonObjects = objs
+	if cfg.AddonsResync <= 0 {
+		cfg.AddonsResync = DefaultAddonsResync
+	}
+	return nil
+}
+
 // install applies nodejoin's roles and CRD, as configured.
 func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) error {
 	if cfg.InstallRBAC {
 		if err := rbac.Apply(ctx, client, cfg.Controller, Component); err != nil {
 			return fmt.Errorf("installing RBAC: %w", err)
+		}
+		if cfg.addonObjects != nil && cfg.Controller != nil {
+			if err := rbac.ApplyObjects(ctx, client, rbac.ForAddons(cfg.Controller), Component); err != nil {
+				return fmt.Errorf("installing the add-ons' RBAC: %w", err)
+			}
 		}
 	}
 	if cfg.InstallCRDs {
@@ -348,6 +383,16 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
+		}
+	}
+	if cfg.addonObjects != nil {
+		dyn, err := dynamic.NewForConfig(cfg.REST)
+		if err != nil {
+			return err
+		}
+		a := &addonInstaller{objects: cfg.addonObjects, client: client, dyn: dyn, log: cfg.Log.With("part", "addons"), resync: cfg.AddonsResync}
+		if err := mgr.Add(a); err != nil {
+			return err
 		}
 	}
 	if cfg.TokenCleanupInterval > 0 {

@@ -203,7 +203,11 @@ func (o Objects) YAML() ([]byte, error) {
 // nothing. A binding whose role reference changed (which cannot change in place) is
 // deleted and applied again.
 func Apply(ctx context.Context, client kubernetes.Interface, controller *rbacv1.Subject, fieldManager string) error {
-	o := For(controller)
+	return ApplyObjects(ctx, client, For(controller), fieldManager)
+}
+
+// ApplyObjects applies o as Apply does.
+func ApplyObjects(ctx context.Context, client kubernetes.Interface, o Objects, fieldManager string) error {
 	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 	rbac := client.RbacV1()
 	for _, r := range o.ClusterRoles {

@@ -23,8 +23,13 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	crd := append([]byte(nil), nodejoinv1alpha1.NodeAccessEntryCRD...)
+	addonRoles, err := ForAddons(&ServiceAccount).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
 		"../../deploy/rbac.yaml":                               rendered,
+		"../../deploy/rbac-addons.yaml":                        addonRoles,
 		"../../deploy/crds/nodejoin.io_nodeaccessentries.yaml": crd,
 	} {
 		if *update {

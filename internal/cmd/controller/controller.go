@@ -72,6 +72,7 @@ type options struct {
 	tokenCleanup                          time.Duration
 	metricsAddr, healthAddr               string
 	csrWorkers                            int
+	addons                                addonFlags
 }
 
 func runCommand() *cobra.Command {
@@ -123,6 +124,7 @@ func runCommand() *cobra.Command {
 	// The flag's name before it followed controller-runtime's.
 	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR")
 	_ = f.MarkDeprecated("health-bind-address", "use --health-probe-bind-address")
+	o.addons.register(f)
 	return cmd
 }
 
@@ -336,6 +338,11 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 		InstallRBAC:          signing && o.installRBAC,
 		InstallCRDs:          signing && o.installCRDs,
 		TokenCleanupInterval: -1,
+	}
+	if signing {
+		if err := o.addons.config(&cfg); err != nil {
+			return err
+		}
 	}
 	var err error
 	if cfg.REST, err = restConfig(o.kubeconfig); err != nil {

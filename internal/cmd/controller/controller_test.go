@@ -105,3 +105,23 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 }
 
 // testenv.SyncBuffer is a bytes.Buffer safe for the controller's goroutines.
+
+func TestRunAddonFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--addons", "kube-proxy,aws-node"}, `--addons: unknown add-on "aws-node"`},
+		{[]string{"--addons", "kube-proxy"}, "kube-proxy needs the API server's address"},
+		{[]string{"--addons", "coredns", "--service-cidr", "10.100.0.0"}, `--service-cidr "10.100.0.0": want an address range`},
+		{[]string{"--addons", "coredns", "--cluster-dns-ip", "10.0.0.10"}, "outside the service range"},
+		{[]string{"--addons", "kube-proxy", "--addons-apiserver-endpoint", "https://10.100.0.1"}, "in the service range"},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"run", "--ca-cert", "x", "--ca-key", "y", "--inventory", "none.json"}, tc.args...)
+		err := Run(t.Context(), args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

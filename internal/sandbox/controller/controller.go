@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
@@ -45,6 +46,9 @@ type Config struct {
 	AccountID, Region string
 	// Log receives the controller's and the local cloud's logs. Default: LogFile.
 	Log *slog.Logger
+	// NoAddons turns off the add-ons (kube-proxy, CoreDNS) the controller otherwise
+	// applies, as EKS does at cluster creation.
+	NoAddons bool
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -135,6 +139,10 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		InitializeNodes: true,
 		OnStarted:       func() { close(ready) },
 		OnAuthenticated: func(user string) { c.authenticated.Store(user, struct{}{}) },
+	}
+	if !cfg.NoAddons {
+		// kube-proxy reaches the API server at its address in the cluster namespace.
+		mcfg.Addons = &addons.Options{Enabled: addons.Names, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)

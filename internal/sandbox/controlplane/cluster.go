@@ -238,6 +238,11 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if err := ns.AddBridge(ctx, BridgeName, bridge); err != nil {
 		return err
 	}
+	// The cluster namespace routes between nodes' pod ranges (one route per node, added
+	// by the instances; see docs/network.md): a new namespace does not forward.
+	if err := ns.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
+		return err
+	}
 	// The namespace has a loopback of its own, so fixed ports cannot collide.
 	c.etcdPorts = [2]int{2379, 2380}
 	c.apiListen = netip.AddrPortFrom(c.opts.BridgeAddr(), apiserverPort)

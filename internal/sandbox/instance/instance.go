@@ -22,6 +22,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
@@ -112,6 +113,11 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 			return nil, fmt.Errorf("root directory %s exists already (left by an earlier cluster %s? remove it with `nodejoin down --name %s`)", inst.Root, cluster.Name, cluster.Name)
 		}
 		inst.CgroupRoot = "/nodejoin/" + cluster.Name + "/" + id
+		pods, err := PodCIDR(p.cfg.NodeCIDR, addr)
+		if err != nil {
+			return nil, err
+		}
+		inst.PodCIDR, inst.ClusterNamespace = pods.String(), p.cfg.ClusterNS.Name
 	}
 	// Recorded before anything is created, so that a crash leaves enough to clean up.
 	if err := writeRecord(&inst.Record); err != nil {
@@ -243,7 +249,35 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 			return err
 		}
 	}
-	return nil
+	return inst.routePods(ctx)
+}
+
+// PodCIDR is the pod range of the node at addr in the node range: 10.244.N.0/24, N the
+// address's offset in the range (its last byte in the default /24). The bridge CNI
+// configuration gives pods addresses from it.
+func PodCIDR(nodes netip.Prefix, addr netip.Addr) (netip.Prefix, error) {
+	base, a := nodes.Masked().Addr().As4(), addr.As4()
+	off := (int(a[0])-int(base[0]))<<24 | (int(a[1])-int(base[1]))<<16 | (int(a[2])-int(base[2]))<<8 | (int(a[3]) - int(base[3]))
+	if !nodes.Contains(addr) || off > 255 {
+		return netip.Prefix{}, fmt.Errorf("node address %s has no pod range: 10.244.0.0/16 holds one /24 for each of the first 256 addresses of the node range %s (use a --node-cidr of /24 or smaller)", addr, nodes)
+	}
+	//nolint:gosec // G115: off is within 0..255, checked above.
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(off), 0}), 24), nil
+}
+
+// routePods makes the node's pods reachable from other nodes and from the control
+// plane, until the VPC CNI add-on replaces this (docs/network.md): the node forwards
+// between eth0 and its pods' bridge, and the cluster namespace, where every node's
+// default route leads, routes the node's pod range to the node's address. Pod traffic
+// inside the pod range is not masqueraded (the bridge CNI configuration has ipMasq
+// off), so pods see each other's addresses.
+func (inst *Instance) routePods(ctx context.Context) error {
+	p := inst.p
+	if err := (netns.NS{Name: inst.Namespace}).Sysctl("net.ipv4.ip_forward", "1"); err != nil {
+		return err
+	}
+	// replace: an address given out again finds its predecessor's route.
+	return p.cfg.ClusterNS.IP(ctx, "route", "replace", inst.PodCIDR, "via", inst.IP, "dev", p.cfg.Bridge)
 }
 
 // claim puts addr on the instance's loopback without answering ARP for it on eth0, so
@@ -274,6 +308,27 @@ func vethName(prefix netip.Prefix, a netip.Addr) string {
 // its root. nodeadm merges it after the user data.
 const LocalConfigPath = "etc/nodejoin/local-node.yaml"
 
+// ResolvConfPath is the kubelet's resolvConf, under an instance's root.
+const ResolvConfPath = "etc/nodejoin/resolv.conf"
+
+// writeResolvConf writes the resolv.conf the kubelet hands pods: the cluster DNS
+// address (kube-dns, CoreDNS) as the one name server, and no search domains. Pods with
+// dnsPolicy Default (CoreDNS itself among them) and host-network pods get it as is;
+// ClusterFirst pods get clusterDNS anyway and take only search domains and options
+// from it. CoreDNS does not loop through it: its Corefile never forwards, so it never
+// reads this file, and it answers names outside the cluster NXDOMAIN itself. An empty
+// file would leave Default pods querying 127.0.0.1, which answers nothing in a node's
+// namespace; the host's file would send their queries out of the sandbox.
+func (inst *Instance) writeResolvConf() error {
+	dns, err := nodeconfig.ClusterDNS(inst.p.cfg.Cluster.ServiceCIDR.Masked().String())
+	if err != nil {
+		return err
+	}
+	data := "# Written by nodejoin for this local node's kubelet (resolvConf): the cluster's DNS only.\n" +
+		"nameserver " + dns + "\n"
+	return atomicfile.WriteFile(filepath.Join(inst.Root, ResolvConfPath), []byte(data), 0o644)
+}
+
 // CNIConfigPath is the bridge network configuration, under an instance's root, that
 // stands in for the network add-on.
 const CNIConfigPath = "etc/cni/net.d/10-nodejoin-bridge.conflist"
@@ -290,6 +345,9 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 		"protectKernelDefaults": false,
 		"volumePluginDir":       filepath.Join(root, "usr/libexec/kubernetes/kubelet-plugins/volume/exec"),
 		"podLogsDir":            filepath.Join(root, "var/log/pods"),
+		// Pods get name servers from this file, never from the host's /etc/resolv.conf,
+		// whose resolver is outside the sandbox (writeResolvConf).
+		"resolvConf": filepath.Join(root, ResolvConfPath),
 		// Every node shares the host's disk, and no image can be pulled again: image
 		// garbage collection and disk-pressure eviction would only remove imported
 		// images (the pause image too) for good.
@@ -319,8 +377,10 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 	if err := atomicfile.WriteFile(filepath.Join(root, LocalConfigPath), data, 0o644); err != nil {
 		return err
 	}
-	a := netip.MustParseAddr(inst.IP).As4()
-	subnet := fmt.Sprintf("10.244.%d.0/24", a[3])
+	if err := inst.writeResolvConf(); err != nil {
+		return err
+	}
+	subnet := inst.PodCIDR
 	cni := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "nodejoin-bridge",
@@ -542,6 +602,9 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := removePodRoute(ctx, r); err != nil {
+		errs = append(errs, err)
+	}
 	if r.Namespace != "" {
 		if err := netns.Delete(ctx, r.Namespace); err != nil {
 			errs = append(errs, err)
@@ -549,6 +612,20 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cleaning up instance %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// removePodRoute removes the cluster namespace's route to the node's pods, if it is
+// still there (the namespace goes with `down`).
+func removePodRoute(ctx context.Context, r *Record) error {
+	cns := netns.NS{Name: r.ClusterNamespace}
+	if r.PodCIDR == "" || r.ClusterNamespace == "" || !cns.Exists() {
+		return nil
+	}
+	// iproute2 says "No such process" (ESRCH) for a route that is not there.
+	if err := cns.IP(ctx, "route", "del", r.PodCIDR, "via", r.IP); err != nil && !strings.Contains(err.Error(), "No such process") {
+		return err
 	}
 	return nil
 }

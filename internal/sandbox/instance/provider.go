@@ -144,6 +144,10 @@ type Record struct {
 	Launched   time.Time `json:"launched"`
 	// Dir is the instance's directory (not stored).
 	Dir string `json:"-"`
+
+	// PodCIDR is the node's pod range, routed to it in ClusterNamespace (real kubelets).
+	PodCIDR          string `json:"podCIDR,omitempty"`
+	ClusterNamespace string `json:"clusterNamespace,omitempty"`
 }
 
 // NodeadmLog is the file where nodeadm init's output goes, relative to the instance's

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/inventory"
@@ -305,6 +306,7 @@ func TestJoinWithBootstrapTokens(t *testing.T) {
 		for key, want := range map[string]string{
 			corev1.LabelHostname: in.node, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64", corev1.LabelInstanceTypeStable: "m5.large",
 			corev1.LabelTopologyZone: "us-west-2a", corev1.LabelTopologyRegion: "us-west-2", "eks.amazonaws.com/nodegroup": "workers",
+			addons.SimulatedNodeLabel: "true",
 		} {
 			if node.Labels[key] != want {
 				t.Errorf("%s label %s = %q", in.node, key, node.Labels[key])

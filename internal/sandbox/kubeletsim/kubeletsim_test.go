@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodejoin/nodejoin/internal/addons"
 )
 
 const testToken = "abcdef.0123456789abcdef"
@@ -91,7 +93,7 @@ func TestNodeStatusAndLabels(t *testing.T) {
 	for key, want := range map[string]string{
 		corev1.LabelHostname: "ip-198-18-0-11.local.internal", corev1.LabelOSStable: "linux", corev1.LabelArchStable: "arm64",
 		corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelTopologyZone: "us-west-2a", corev1.LabelTopologyRegion: "us-west-2",
-		"eks.amazonaws.com/nodegroup": "workers",
+		"eks.amazonaws.com/nodegroup": "workers", addons.SimulatedNodeLabel: "true",
 	} {
 		if l[key] != want {
 			t.Errorf("label %s = %q, want %q", key, l[key], want)

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodejoin/nodejoin/internal/addons"
 )
 
 const (
@@ -49,6 +51,8 @@ func (k *Kubelet) labels() map[string]string {
 		corev1.LabelInstanceTypeStable: k.cfg.InstanceType,
 		corev1.LabelTopologyZone:       k.cfg.Zone,
 		corev1.LabelTopologyRegion:     k.cfg.Region,
+		// Node add-ons (kube-proxy) keep off simulated nodes: there is nothing to program.
+		addons.SimulatedNodeLabel: "true",
 	}
 	for _, key := range []string{corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, corev1.LabelTopologyRegion} {
 		if l[key] == "" {
