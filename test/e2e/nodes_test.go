@@ -35,7 +35,8 @@ func requireRealKubelets(t *testing.T) {
 	}
 }
 
-// hostInterfaces lists the host namespace's interface names.
+// hostInterfaces lists the host namespace's interface names and the pod network
+// namespaces (cni-*) mounted in the host's /run/netns.
 func hostInterfaces(t *testing.T) []string {
 	t.Helper()
 	ifs, err := net.Interfaces()
@@ -45,6 +46,14 @@ func hostInterfaces(t *testing.T) []string {
 	var names []string
 	for _, i := range ifs {
 		names = append(names, i.Name)
+	}
+	// Pods' network namespaces too: containerd mounts them at /run/netns/cni-* unless
+	// told otherwise, and a node stopped with pods on it must not leave them behind.
+	entries, _ := os.ReadDir(netns.Dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "cni-") {
+			names = append(names, "netns/"+e.Name())
+		}
 	}
 	slices.Sort(names)
 	return names
@@ -69,7 +78,7 @@ func (c *cli) assertNothingLeft(name string, ifacesBefore []string) {
 		}
 	}
 	if after := hostInterfaces(c.t); !slices.Equal(after, ifacesBefore) {
-		c.t.Errorf("host interfaces changed: before %v, after %v", ifacesBefore, after)
+		c.t.Errorf("host interfaces or pod network namespaces changed: before %v, after %v", ifacesBefore, after)
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

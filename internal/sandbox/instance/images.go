@@ -158,9 +158,14 @@ func parseImageList(out string) ([]Image, error) {
 // fails every sandbox with "can't get final child's PID from pipe: EOF" (its nsexec
 // cannot write /proc/self/oom_score_adj). Nodes share the host, so the kernel's OOM
 // order among them matters little.
+//
+// Pod network namespaces are mounted under the instance's containerd state directory
+// (netns_mounts_under_state_dir) rather than the host's /run/netns: the instance's
+// teardown unmounts everything below its root, so a node stopped with pods still on it
+// leaves no cni-* namespace behind on the host.
 func localContainerdConfig(root string) string {
 	return fmt.Sprintf("[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n\n"+
-		"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n", filepath.Join(root, "opt/containerd"))
+		"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n  netns_mounts_under_state_dir = true\n", filepath.Join(root, "opt/containerd"))
 }
 
 // localRuntimeSpec is what a local instance changes in nodeadm's base OCI runtime spec:

@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,7 +16,8 @@ func TestSysctlIsPerNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = Delete(ctx, ns.Name) })
+	// t.Context() is canceled before cleanups run.
+	t.Cleanup(func() { _ = Delete(context.Background(), ns.Name) })
 	host, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	if err != nil {
 		t.Fatal(err)
