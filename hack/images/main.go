@@ -181,7 +181,7 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	cached := filepath.Join(b.cache, key, img.name+".tar")
 	start := time.Now()
 	if _, err := os.Stat(cached); err == nil {
-		if err := copyFile(cached, dst); err != nil {
+		if err := atomicfile.Copy(cached, dst, 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(b.w, "%s: copied from %s in %s\n", prefix, cached, time.Since(start).Round(100*time.Millisecond))
@@ -217,7 +217,7 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	}
 	fmt.Fprintf(b.w, "%s: built in %s: %.1f MB, image ID %s\n", prefix, time.Since(start).Round(100*time.Millisecond), float64(st.Size())/1e6, id)
 	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil { //nolint:gosec // G301: a cache of public images, like the tools cache.
-		if err := copyFile(dst, cached); err != nil {
+		if err := atomicfile.Copy(dst, cached, 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "images: warning: caching %s: %v\n", cached, err)
 		}
 	}
@@ -251,29 +251,6 @@ func (b *builder) key(img image) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = in.Close() }()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 // goBuild builds a static binary of pkg (a package of this module) into out.

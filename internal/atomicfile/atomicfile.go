@@ -4,7 +4,9 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -12,6 +14,23 @@ import (
 // WriteFile replaces path with data and gives it mode perm. Missing parent directories
 // are created with mode 0o755. On failure the previous file, if any, is left untouched.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return Write(path, bytes.NewReader(data), perm)
+}
+
+// Copy replaces dst with the content of src (streamed, so large archives are never held
+// in memory) and gives it mode perm, atomically as WriteFile does.
+func Copy(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	return Write(dst, in, perm)
+}
+
+// Write replaces path with everything r yields and gives it mode perm, atomically as
+// WriteFile does. On a read or write failure the previous file is left untouched.
+func Write(path string, r io.Reader, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	//nolint:gosec // G301: parents such as /etc/kubernetes must stay traversable by the daemons that read these files.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -33,7 +52,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Chmod(perm); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", tmpName, err)
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := io.Copy(tmp, r); err != nil {
 		return fmt.Errorf("writing %s: %w", tmpName, err)
 	}
 	if err := tmp.Sync(); err != nil {

@@ -114,40 +114,20 @@ func LoadImages(ctx context.Context, name string, archives []string) ([]NodeImag
 			return nil, fmt.Errorf("image archive %s is not a regular file", a)
 		}
 		dst := filepath.Join(dir, fmt.Sprintf("%03d-%s", len(kept)+countLoaded(stateDir), filepath.Base(abs)))
-		if err := copyArchive(abs, dst); err != nil {
+		if err := atomicfile.Copy(abs, dst, 0o644); err != nil {
 			return nil, fmt.Errorf("keeping image archive %s for later nodes: %w", a, err)
 		}
 		kept = append(kept, dst)
 	}
-	out := make([]NodeImages, 0, len(recs))
-	var wg sync.WaitGroup
-	for _, r := range recs {
-		ni := NodeImages{Node: r.NodeName, Instance: r.ID, Kubelet: string(r.Kubelet)}
-		out = append(out, ni)
-	}
-	for i, r := range recs {
-		if r.Kubelet != instance.KubeletReal {
-			out[i].Skipped = skippedSim
-			continue
-		}
-		sock := filepath.Join(r.Root, instance.ContainerdSocket)
-		if _, err := os.Stat(sock); err != nil {
-			out[i].Skipped = skippedGone
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, a := range kept {
-				if err := instance.ImportArchive(ctx, sock, a); err != nil {
-					out[i].Error = err.Error()
-					return
-				}
-				out[i].Loaded = append(out[i].Loaded, a)
+	out := eachContainerd(recs, func(sock string, ni *NodeImages) {
+		for _, a := range kept {
+			if err := instance.ImportArchive(ctx, sock, a); err != nil {
+				ni.Error = err.Error()
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			ni.Loaded = append(ni.Loaded, a)
+		}
+	})
 	// Recorded even when a node failed: the archives are good for the others and for
 	// nodes to come.
 	if err := appendLoaded(stateDir, kept); err != nil {
@@ -179,29 +159,6 @@ func appendLoaded(stateDir string, archives []string) error {
 	return atomicfile.WriteFile(filepath.Join(stateDir, loadedImagesFile), []byte(strings.Join(all, "\n")+"\n"), 0o644)
 }
 
-func copyArchive(src, dst string) error {
-	data, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = data.Close() }()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := out.ReadFrom(data); err != nil {
-		_ = out.Close()
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
-}
-
 // ListImages lists, per node of the named cluster, the images its containerd holds
 // (simulated nodes are listed as skipped).
 func ListImages(ctx context.Context, name string) ([]NodeImages, error) {
@@ -213,6 +170,21 @@ func ListImages(ctx context.Context, name string) ([]NodeImages, error) {
 	if err != nil {
 		return nil, err
 	}
+	out := eachContainerd(recs, func(sock string, ni *NodeImages) {
+		imgs, err := instance.ListImages(ctx, sock)
+		if err != nil {
+			ni.Error = err.Error()
+			return
+		}
+		ni.Images = imgs
+	})
+	return out, nil
+}
+
+// eachContainerd runs fn for every real node whose containerd is up, all nodes at once,
+// and returns one entry per node in the records' order; the others say why they were
+// skipped.
+func eachContainerd(recs []*instance.Record, fn func(sock string, ni *NodeImages)) []NodeImages {
 	out := make([]NodeImages, len(recs))
 	var wg sync.WaitGroup
 	for i, r := range recs {
@@ -229,14 +201,9 @@ func ListImages(ctx context.Context, name string) ([]NodeImages, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			imgs, err := instance.ListImages(ctx, sock)
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].Images = imgs
+			fn(sock, &out[i])
 		}()
 	}
 	wg.Wait()
-	return out, nil
+	return out
 }
