@@ -59,6 +59,19 @@ func hostInterfaces(t *testing.T) []string {
 	return names
 }
 
+// upCluster starts a detached cluster of real kubelets named name (`up --name name
+// --detach` and args), downs it when the test ends, and returns its admin kubeconfig
+// and the host's interfaces from before it started (for assertNothingLeft).
+func upCluster(t *testing.T, name string, args ...string) (c *cli, kubeconfig string, ifaces []string) {
+	t.Helper()
+	requireRealKubelets(t)
+	c = newCLI(t)
+	ifaces = hostInterfaces(t)
+	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	c.run(append([]string{"up", "--name", name, "--detach"}, args...)...)
+	return c, strings.TrimSpace(c.run("kubeconfig", "--name", name)), ifaces
+}
+
 // assertNothingLeft checks, after `down`, that no process, network namespace, host
 // interface, mount or cgroup of the cluster survived, nor its state directory.
 func (c *cli) assertNothingLeft(name string, ifacesBefore []string) {

@@ -127,14 +127,8 @@ func garbageToken(client, i int) string {
 // once the join ended and 2,000 requests were answered (at most 20,000, or four
 // minutes).
 func TestSecurityTokenFloodDuringJoin(t *testing.T) {
-	requireRealKubelets(t)
-	c := newCLI(t)
 	name := "e2e-sec-flood"
-	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-
-	c.run("up", "--name", name, "--nodes", "1", "--detach")
-	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	c, kubeconfig, ifaces := upCluster(t, name, "--nodes", "1")
 	_, cfg := adminClient(t, kubeconfig)
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -240,14 +234,8 @@ func deniedCondition(t *testing.T, client kubernetes.Interface, name string) *ce
 // serving CSR made by that node itself (with its kubelet client certificate) for its
 // own names, with an RSA-1024 key, is denied with a reason naming the key.
 func TestSecurityBootstrapTokenCSRsDenied(t *testing.T) {
-	requireRealKubelets(t)
-	c := newCLI(t)
 	name := "e2e-sec-token"
-	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-
-	c.run("up", "--name", name, "--nodes", "1", "--identity", "bootstrap-token", "--detach")
-	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	c, kubeconfig, ifaces := upCluster(t, name, "--nodes", "1", "--identity", "bootstrap-token")
 	admin, cfg := adminClient(t, kubeconfig)
 	const n1 = "ip-198-18-0-11.local.internal"
 	if got := c.readyNodes(kubeconfig); !slices.Equal(got, []string{n1}) {

@@ -33,14 +33,8 @@ const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 // of real kubelets takes no simulated node, so keeping kube-proxy off simulated nodes
 // is checked on the rendered DaemonSet, in internal/addons.)
 func TestWorkloadAcrossNodes(t *testing.T) {
-	requireRealKubelets(t)
-	c := newCLI(t)
 	name := "e2e-workload"
-	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-
-	c.run("up", "--name", name, "--nodes", "2", "--detach")
-	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	c, kubeconfig, ifaces := upCluster(t, name, "--nodes", "2")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
