@@ -196,9 +196,8 @@ func (i *IAM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := form.Get("InstanceProfileName")
-	if !iamNameRE.MatchString(name) {
-		writeIAMError(w, reqID, &apiError{http.StatusBadRequest, "ValidationError",
-			fmt.Sprintf("1 validation error detected: Value '%s' at 'instanceProfileName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]+", name)})
+	if err := checkIAMName("instanceProfileName", name); err != nil {
+		writeIAMError(w, reqID, err)
 		return
 	}
 	role, found := i.profile(name)
@@ -217,9 +216,8 @@ func (i *IAM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (i *IAM) getRole(w http.ResponseWriter, reqID, name string) {
-	if !iamNameRE.MatchString(name) {
-		writeIAMError(w, reqID, &apiError{http.StatusBadRequest, "ValidationError",
-			fmt.Sprintf("1 validation error detected: Value '%s' at 'roleName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]+", name)})
+	if err := checkIAMName("roleName", name); err != nil {
+		writeIAMError(w, reqID, err)
 		return
 	}
 	id, ok := i.RoleID(name)
@@ -228,4 +226,14 @@ func (i *IAM) getRole(w http.ResponseWriter, reqID, name string) {
 		return
 	}
 	writeXML(w, http.StatusOK, getRoleResponse{Xmlns: iamXMLNS, Role: i.roleXML(name, id), RequestID: reqID})
+}
+
+// checkIAMName refuses a name IAM's pattern does not allow, with IAM's ValidationError
+// naming the parameter.
+func checkIAMName(param, name string) *apiError {
+	if iamNameRE.MatchString(name) {
+		return nil
+	}
+	return &apiError{http.StatusBadRequest, "ValidationError",
+		fmt.Sprintf("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]+", name, param)}
 }
