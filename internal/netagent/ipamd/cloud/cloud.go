@@ -67,6 +67,8 @@ type CreateENIInput struct {
 	SecurityGroupIDs []string
 	Description      string
 	Tags             map[string]string
+	// SecondaryIPs is SecondaryPrivateIpAddressCount (0: none).
+	SecondaryIPs int
 }
 
 // EC2 is the EC2 API as ipamd uses it.

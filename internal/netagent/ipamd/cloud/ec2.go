@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -14,29 +13,11 @@ import (
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
 )
 
-// Observer is told about every EC2 call: its operation name, how long it took and its
-// error (nil on success).
-type Observer func(op string, took time.Duration, err error)
-
 // SDK is EC2 over aws-sdk-go-v2's client.
-type SDK struct {
-	Client  *ec2.Client
-	Observe Observer
-}
-
-// track starts timing a call; the function it returns reports it with *err.
-func (s SDK) track(op string) func(*error) {
-	start := time.Now()
-	return func(err *error) {
-		if s.Observe != nil {
-			s.Observe(op, time.Since(start), *err)
-		}
-	}
-}
+type SDK struct{ Client *ec2.Client }
 
 // InstanceTypeLimits calls DescribeInstanceTypes.
 func (s SDK) InstanceTypeLimits(ctx context.Context, instanceType string) (l pool.Limits, err error) {
-	defer s.track("DescribeInstanceTypes")(&err)
 	out, err := s.Client.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []types.InstanceType{types.InstanceType(instanceType)}})
 	if err != nil {
 		return pool.Limits{}, fmt.Errorf("describing instance type %s: %w", instanceType, err)
@@ -95,7 +76,6 @@ func (s SDK) DescribeENI(ctx context.Context, eniID string) (ENI, error) {
 }
 
 func (s SDK) describe(ctx context.Context, what string, in *ec2.DescribeNetworkInterfacesInput) (out []ENI, err error) {
-	defer s.track("DescribeNetworkInterfaces")(&err)
 	p := ec2.NewDescribeNetworkInterfacesPaginator(s.Client, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -141,7 +121,6 @@ func convertENI(ni types.NetworkInterface) ENI {
 
 // CreateENI calls CreateNetworkInterface with a description and tags.
 func (s SDK) CreateENI(ctx context.Context, in CreateENIInput) (e ENI, err error) {
-	defer s.track("CreateNetworkInterface")(&err)
 	keys := make([]string, 0, len(in.Tags))
 	for k := range in.Tags {
 		keys = append(keys, k)
@@ -158,6 +137,9 @@ func (s SDK) CreateENI(ctx context.Context, in CreateENIInput) (e ENI, err error
 		Description: aws.String(in.Description),
 		Groups:      sgs,
 	}
+	if in.SecondaryIPs > 0 {
+		req.SecondaryPrivateIpAddressCount = aws.Int32(int32(in.SecondaryIPs))
+	}
 	if len(tags) > 0 {
 		req.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeNetworkInterface, Tags: tags}}
 	}
@@ -173,7 +155,6 @@ func (s SDK) CreateENI(ctx context.Context, in CreateENIInput) (e ENI, err error
 
 // AttachENI calls AttachNetworkInterface on network card 0.
 func (s SDK) AttachENI(ctx context.Context, instanceID, eniID string, deviceIndex int) (id string, err error) {
-	defer s.track("AttachNetworkInterface")(&err)
 	out, err := s.Client.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 		InstanceId: aws.String(instanceID), NetworkInterfaceId: aws.String(eniID),
 		DeviceIndex: aws.Int32(int32(deviceIndex)), NetworkCardIndex: aws.Int32(0),
@@ -186,7 +167,6 @@ func (s SDK) AttachENI(ctx context.Context, instanceID, eniID string, deviceInde
 
 // SetDeleteOnTermination calls ModifyNetworkInterfaceAttribute.
 func (s SDK) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string) (err error) {
-	defer s.track("ModifyNetworkInterfaceAttribute")(&err)
 	_, err = s.Client.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
 		NetworkInterfaceId: aws.String(eniID),
 		Attachment:         &types.NetworkInterfaceAttachmentChanges{AttachmentId: aws.String(attachmentID), DeleteOnTermination: aws.Bool(true)},
@@ -199,7 +179,6 @@ func (s SDK) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID str
 
 // AssignIPs calls AssignPrivateIpAddresses(SecondaryPrivateIpAddressCount).
 func (s SDK) AssignIPs(ctx context.Context, eniID string, n int) (ips []netip.Addr, err error) {
-	defer s.track("AssignPrivateIpAddresses")(&err)
 	out, err := s.Client.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
 		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
 	})
@@ -218,7 +197,6 @@ func (s SDK) AssignIPs(ctx context.Context, eniID string, n int) (ips []netip.Ad
 
 // UnassignIPs calls UnassignPrivateIpAddresses(PrivateIpAddress.N).
 func (s SDK) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) (err error) {
-	defer s.track("UnassignPrivateIpAddresses")(&err)
 	strs := make([]string, len(ips))
 	for i, ip := range ips {
 		strs[i] = ip.String()
@@ -232,7 +210,6 @@ func (s SDK) UnassignIPs(ctx context.Context, eniID string, ips []netip.Addr) (e
 
 // DetachENI calls DetachNetworkInterface.
 func (s SDK) DetachENI(ctx context.Context, attachmentID string) (err error) {
-	defer s.track("DetachNetworkInterface")(&err)
 	if _, err = s.Client.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(attachmentID)}); err != nil {
 		return fmt.Errorf("detaching %s: %w", attachmentID, err)
 	}
@@ -241,7 +218,6 @@ func (s SDK) DetachENI(ctx context.Context, attachmentID string) (err error) {
 
 // DeleteENI calls DeleteNetworkInterface.
 func (s SDK) DeleteENI(ctx context.Context, eniID string) (err error) {
-	defer s.track("DeleteNetworkInterface")(&err)
 	if _, err = s.Client.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(eniID)}); err != nil {
 		return fmt.Errorf("deleting ENI %s: %w", eniID, err)
 	}

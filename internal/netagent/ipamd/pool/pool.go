@@ -75,7 +75,11 @@ type State struct {
 
 // Stats sums a state.
 type Stats struct {
-	ENIs, Total, Assigned, Cooling, Free int
+	ENIs     int `json:"enis"`
+	Total    int `json:"total"`
+	Assigned int `json:"assigned"`
+	Cooling  int `json:"cooling"`
+	Free     int `json:"free"`
 }
 
 // Stats returns the state's totals.
