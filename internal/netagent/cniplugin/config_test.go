@@ -139,3 +139,19 @@ func TestLoadNetConf(t *testing.T) {
 		})
 	}
 }
+
+func TestHostVethName(t *testing.T) {
+	a := hostVethName("eni", "default", "web-0", "c1")
+	if len(a) != 14 || !strings.HasPrefix(a, "eni") {
+		t.Fatalf("hostVethName = %q", a)
+	}
+	if b := hostVethName("eni", "default", "web-0", "c2"); b != a {
+		t.Fatalf("a pod's veth name changed with its sandbox: %q, %q", a, b)
+	}
+	if b := hostVethName("eni", "other", "web-0", "c1"); b == a {
+		t.Fatal("two pods share a veth name")
+	}
+	if b := hostVethName("abcd", "", "", "c1"); len(b) != 15 {
+		t.Fatalf("longest name %q is not 15 characters", b)
+	}
+}
