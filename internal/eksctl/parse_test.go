@@ -164,9 +164,9 @@ func TestTaintForms(t *testing.T) {
 
 func TestIsClusterConfig(t *testing.T) {
 	for doc, want := range map[string]bool{
-		"apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n":                 true,
+		"apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n":                   true,
 		"apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\n---\napiVersion: x\n": false,
-		"apiVersion: eksctl.io/v1alpha5\n---\napiVersion: x\n":                  true,
+		"apiVersion: eksctl.io/v1alpha5\n---\napiVersion: x\n":                    true,
 		"- a\n": false,
 	} {
 		if got := IsClusterConfig([]byte(doc)); got != want {
