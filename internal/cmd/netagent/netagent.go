@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/logging"
+	"github.com/nodejoin/nodejoin/internal/netagent/cniplugin"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/hostnet"
@@ -29,7 +30,7 @@ import (
 
 // PluginName is the CNI plugin's binary, which must be installed before the conflist
 // that names it is written.
-const PluginName = "nodejoin-cni"
+const PluginName = cniplugin.PluginType
 
 // Run runs nodejoin-netagent with args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/netagent/cniplugin"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/datastore"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
@@ -242,9 +243,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 }
 
 // ConflistOptions are what ipamd writes into 10-aws.conflist.
-func (d *Daemon) conflistOptions() ConflistOptions {
+func (d *Daemon) conflistOptions() cniplugin.ConflistOptions {
 	k := d.o.Knobs
-	return ConflistOptions{IPAMDSocket: d.SocketPath(), PluginLogFile: k.PluginLogFile, PluginLogLevel: k.PluginLogLevel, MTU: k.MTU, VethPrefix: k.VethPrefix}
+	return cniplugin.ConflistOptions{IPAMDSocket: d.SocketPath(), PluginLogFile: k.PluginLogFile, PluginLogLevel: k.PluginLogLevel, MTU: k.MTU, VethPrefix: k.VethPrefix}
 }
 
 // waitServing waits until the gRPC health service answers SERVING on the socket, as
