@@ -76,7 +76,7 @@ var goldenCases = []struct {
 		name: "seed001-al2023-managed-user-nodeconfig",
 		c:    Cluster{Name: "my-cluster", Endpoint: "https://1111122222.sk1.ap-northeast-2.eks.amazonaws.com", CertificateAuthority: []byte("certificateAuthority"), ServiceCIDR: "172.20.0.0/16"},
 		t: Template{Family: AmazonLinux2023, Style: Managed, NodeGroupName: "ng-al2023", InstanceType: "t3.medium", ReleaseAMI: "ami-057051082a0861071",
-			Kubelet: map[string]any{"shutdownGracePeriod": "30s", "featureGates": map[string]any{"DisableKubeletCloudCredentialProviders": true}},
+			Kubelet:  map[string]any{"shutdownGracePeriod": "30s", "featureGates": map[string]any{"DisableKubeletCloudCredentialProviders": true}},
 			UserData: "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: 20\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\n--BOUNDARY--\n"},
 	},
 	{
