@@ -171,7 +171,7 @@ func findPowerShellCall(body, where string) (*powershellCall, error) {
 	return nil, fmt.Errorf("%s: Start-EKSBootstrap.ps1 is called %d times (lines %d and %d); a node bootstraps once", where, len(calls), calls[0].line, calls[1].line)
 }
 
-// psTokens splits a PowerShell command line into arguments: 'verbatim' strings ('' is
+// psTokens splits a PowerShell command line into arguments: 'verbatim' strings (” is
 // a quote), "expandable" strings (backtick escapes, $var and ${var} from vars, $env:X
 // kept as written), and bare words (with $var expanded). A variable the script did
 // not set to a constant is an error that names it.

@@ -192,7 +192,8 @@ func TestReferenceVectors(t *testing.T) {
 		t.Fatalf("no case %s", name)
 		return ""
 	}
-	tv3 := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=//\n\n--//\nContent-Type: application/node.eks.aws\n\n" +
+	// The one difference from TV3: the boundary is quoted (see writeMIME).
+	tv3 := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\n" +
 		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nmetadata: {}\nspec:\n  cluster:\n    apiServerEndpoint: https://test.xxx.us-west-2.eks.amazonaws.com\n" +
 		"    certificateAuthority: dGVzdCBDQQ==\n    cidr: 10.100.0.0/16\n    name: al2023-test\n  containerd: {}\n  instance:\n    localStorage: {}\n    network: {}\n" +
 		"  kubelet:\n    config:\n      clusterDNS:\n      - 10.100.0.10\n    flags:\n    - --node-labels=alpha.eksctl.io/nodegroup-name=al2023-mng-test\n\n--//--\n"
