@@ -222,3 +222,67 @@ func TestReferenceVectors(t *testing.T) {
 		t.Errorf("TV8: want the line\n%s\nin\n%s", want, tv8)
 	}
 }
+
+func TestRenderErrors(t *testing.T) {
+	c := Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"}
+	tests := []struct {
+		name string
+		c    Cluster
+		t    Template
+		want string
+	}{
+		{"no cluster endpoint", Cluster{Name: "c1", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "name, endpoint and CA are all required"},
+		{"http endpoint", Cluster{Name: "c1", Endpoint: "http://E", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "want an https:// URL"},
+		{"bad CIDR", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.10/16"}, Template{Family: AmazonLinux2, NodeGroupName: "ng"}, "want a network address"},
+		{"AL2023 without CIDR", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "needs the cluster's service CIDR"},
+		{"no name", c, Template{Family: AmazonLinux2023}, "node group name is required"},
+		{"family", c, Template{Family: "Ubuntu2204", NodeGroupName: "ng"}, `AMI family "Ubuntu2204"`},
+		{"style", c, Template{Family: AmazonLinux2023, Style: "karpenter", NodeGroupName: "ng"}, `style "karpenter"`},
+		{"label key", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Labels: map[string]string{"bad key": "v"}}, `label key "bad key"`},
+		{"label value", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Labels: map[string]string{"k": "a,b=c"}}, `label k value "a,b=c"`},
+		{"taint effect", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Taints: []corev1.Taint{{Key: "k", Effect: "Never"}}}, `taints[0] effect "Never"`},
+		{"taint twice", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Taints: []corev1.Taint{{Key: "k", Effect: "NoSchedule"}, {Key: "k", Value: "v", Effect: "NoSchedule"}}}, "appears twice"},
+		{"max pods twice", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", MaxPods: ptr[int32](3), Kubelet: map[string]any{"maxPods": 4}}, "maxPods is set twice"},
+		{"max pods zero", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", MaxPods: ptr[int32](0)}, "want a positive number"},
+		{"critical kubelet", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Kubelet: map[string]any{"authentication": map[string]any{}}}, "kubelet.authentication cannot be set"},
+		{"AL2 managed kubelet", c, Template{Family: AmazonLinux2, NodeGroupName: "ng", Kubelet: map[string]any{"podPidsLimit": 5}}, "not supported for AmazonLinux2 managed groups"},
+		{"Windows kubelet", c, Template{Family: Windows, NodeGroupName: "ng", Kubelet: map[string]any{"podPidsLimit": 5}}, "not supported for Windows"},
+		{"Windows token", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), BootstrapToken: "abcdef.0123456789abcdef"}, Template{Family: Windows, NodeGroupName: "ng"}, "bootstrap tokens are not supported for Windows"},
+		{"Bottlerocket kubelet", c, Template{Family: Bottlerocket, NodeGroupName: "ng", Kubelet: map[string]any{"registryPullQPS": 5}}, "kubelet.registryPullQPS has no Bottlerocket setting"},
+		{"Bottlerocket pre-bootstrap", c, Template{Family: Bottlerocket, NodeGroupName: "ng", PreBootstrapCommands: []string{"date"}}, "preBootstrapCommands are not supported for Bottlerocket"},
+		{"Bottlerocket not TOML", c, Template{Family: Bottlerocket, NodeGroupName: "ng", UserData: "#!/bin/bash\necho hi\n"}, "must be TOML"},
+		{"Bottlerocket eksctl labels in settings", c, Template{Family: Bottlerocket, Style: SelfManaged, NodeGroupName: "ng", UserData: "settings.kubernetes.node-labels.a = 'b'\n"}, "sets settings.kubernetes.node-labels"},
+		{"managed AL2 not MIME", c, Template{Family: AmazonLinux2, NodeGroupName: "ng", UserData: "#!/bin/bash\necho hi\n"}, "user data was not in the MIME multipart format"},
+		{"managed AL2023 not MIME", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", UserData: "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"}, "user data was not in the MIME multipart format"},
+		{"MIME without boundary", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", UserData: "MIME-Version: 1.0\nContent-Type: multipart/mixed\n\nx\n"}, "has no boundary"},
+		{"custom AMI without user data", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", AMIID: "ami-123"}, "EKS merges nothing into it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(tt.c, tt.t)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestManagedCustomAMIUserDataIsVerbatim(t *testing.T) {
+	c := Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"}
+	own := "#!/bin/bash\n/etc/eks/bootstrap.sh c1\n"
+	out, err := Render(c, Template{Family: AmazonLinux2, NodeGroupName: "ng", AMIID: "ami-123", UserData: own, Labels: map[string]string{"a": "b"}})
+	if err != nil || string(out) != own {
+		t.Fatalf("got %q, %v; want the user data as it is", out, err)
+	}
+}
+
+func TestParseFamily(t *testing.T) {
+	for in, want := range map[string]Family{"al2": AmazonLinux2, "AL2023": AmazonLinux2023, "bottlerocket": Bottlerocket, "WindowsServer2022FullContainer": Windows, "windows": Windows} {
+		if got, err := ParseFamily(in); err != nil || got != want {
+			t.Errorf("ParseFamily(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseFamily("Ubuntu2204"); err == nil || !strings.Contains(err.Error(), "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows") {
+		t.Errorf("error %v", err)
+	}
+}
