@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
@@ -172,18 +170,14 @@ CLUSTER_NAME, DISABLE_LEAKED_ENI_CLEANUP.`,
 			if err != nil {
 				return err
 			}
-			var opts []func(*config.LoadOptions) error
-			if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-				opts = append(opts, config.WithRegion(inst.Region))
-			}
-			cfg, err := config.LoadDefaultConfig(ctx, opts...)
+			sdk, err := cloud.NewSDK(ctx, inst.Region)
 			if err != nil {
-				return fmt.Errorf("loading AWS configuration: %w", err)
+				return err
 			}
 			d, err := ipamd.New(ipamd.Options{
 				Knobs: knobs, CNIConfDir: p.cniConfDir, StateDir: p.stateDir, LogDir: p.logDir,
 				MetricsAddr: metricsAddr, IntrospectionAddr: introspectionAddr,
-				Metadata: md, EC2: cloud.SDK{Client: ec2.NewFromConfig(cfg)}, Host: hostnet.Linux{},
+				Metadata: md, EC2: sdk, Host: hostnet.Linux{},
 				Logger: log,
 			})
 			if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
@@ -222,4 +224,20 @@ func (s SDK) DeleteENI(ctx context.Context, eniID string) (err error) {
 		return fmt.Errorf("deleting ENI %s: %w", eniID, err)
 	}
 	return nil
+}
+
+// NewSDK builds the EC2 client as ipamd runs it: the SDK's default configuration chain
+// (credentials from the environment, shared files or the instance role; the endpoint
+// from AWS_ENDPOINT_URL_EC2 when set), in region unless AWS_REGION or
+// AWS_DEFAULT_REGION names another.
+func NewSDK(ctx context.Context, region string) (SDK, error) {
+	var opts []func(*config.LoadOptions) error
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return SDK{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	return SDK{Client: ec2.NewFromConfig(cfg)}, nil
 }
