@@ -37,6 +37,9 @@ func (d *Daemon) manage(ctx context.Context) error {
 			}
 		}
 		if err := d.settle(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopping: the action was cut short, not failed
+			}
 			d.poolError("settle", err)
 		}
 		d.publish()
