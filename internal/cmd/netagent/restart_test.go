@@ -82,7 +82,8 @@ func TestKilledAndRestarted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, PluginName), []byte("plugin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestKilledAndRestarted(t *testing.T) {
 		args := []string{"ipamd", "--cni-bin-dir", bin, "--cni-conf-dir", conf, "--state-dir", state, "--log-dir", dir,
 			"--metrics-addr", "", "--introspection-addr", introspection}
 		argv, _ := json.Marshal(args)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperIpamd$", "-test.v=false")
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperIpamd$", "-test.v=false")
 		cmd.Env = append(os.Environ(),
 			"NODEJOIN_TEST_IPAMD_ARGS="+string(argv),
 			"AWS_EC2_METADATA_SERVICE_ENDPOINT="+imdsSrv.URL,
@@ -134,7 +135,11 @@ func TestKilledAndRestarted(t *testing.T) {
 		}
 	}
 	healthz := func() int {
-		resp, err := http.Get("http://" + introspection + "/healthz")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+introspection+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0
 		}

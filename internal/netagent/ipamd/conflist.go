@@ -22,7 +22,6 @@ func writeConflist(dir string, o cniplugin.ConflistOptions) error {
 	if err != nil {
 		return err
 	}
-	//nolint:gosec // G306: the runtime reads CNI configuration as any user; it holds no secret.
 	if err := atomicfile.WriteFile(filepath.Join(dir, ConflistName), b, 0o644); err != nil {
 		return fmt.Errorf("writing the CNI configuration: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -203,7 +202,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if s.addr == "" {
 			continue
 		}
-		l, err := net.Listen("tcp", s.addr)
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", s.addr)
 		if err != nil {
 			return fmt.Errorf("%s on %s: %w", s.name, s.addr, err)
 		}
@@ -281,7 +281,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	d.inst = inst
 	d.log.Info("instance", "id", inst.ID, "type", inst.Type, "region", inst.Region, "subnet", inst.SubnetID, "subnetCIDR", inst.SubnetCIDR, "vpcCIDRs", inst.VPCCIDRs)
 
-	if err := retry(ctx, d.log, "reading the instance type's limits", func() error {
+	if err := d.retry(ctx, "reading the instance type's limits", func() error {
 		l, err := d.ec2.InstanceTypeLimits(ctx, inst.Type)
 		if err != nil {
 			info, ok := instancetypes.Lookup(inst.Type)
@@ -301,7 +301,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	d.m.ipMax.Set(float64(pool.MaxENIs(d.o.Knobs.Pool, d.limits) * d.limits.SecondaryPerENI()))
 	d.log.Info("instance limits", "enis", d.limits.ENIs, "ipv4PerENI", d.limits.IPv4PerENI, "maxPods", d.maxPods)
 
-	if err := retry(ctx, d.log, "reading the instance's ENIs from EC2", func() error { return d.reconcile(ctx) }); err != nil {
+	if err := d.retry(ctx, "reading the instance's ENIs from EC2", func() error { return d.reconcile(ctx) }); err != nil {
 		return err
 	}
 	if !d.o.Knobs.DisableLeakedENICleanup {
@@ -321,23 +321,30 @@ func (d *Daemon) start(ctx context.Context) error {
 		}
 		d.log.Info("checkpoint restored", "allocations", len(rep.Restored), "dropped", len(rep.Dropped))
 	}
-	if err := retry(ctx, d.log, "filling the warm pool", func() error { return d.settle(ctx) }); err != nil {
+	if err := d.retry(ctx, "filling the warm pool", func() error { return d.settle(ctx) }); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.lastPoolError = "" // start-up succeeded: its retries are history
+	d.mu.Unlock()
 	d.initialized.Store(true)
 	d.publish()
 	return nil
 }
 
-// retry runs f until it succeeds, backing off from 1 s to 30 s, until ctx ends.
-func retry(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+// retry runs f until it succeeds, backing off from 1 s to 30 s, until ctx ends; each
+// failure is logged and shown on /v1/state.
+func (d *Daemon) retry(ctx context.Context, what string, f func() error) error {
 	wait := time.Second
 	for {
 		err := f()
 		if err == nil {
 			return nil
 		}
-		log.Error("ipamd start-up step failed; retrying", "step", what, "error", err, "retryIn", wait)
+		d.log.Error("ipamd start-up step failed; retrying", "step", what, "error", err, "retryIn", wait)
+		d.mu.Lock()
+		d.lastPoolError = what + ": " + err.Error()
+		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (gave up: %w)", what, err, context.Cause(ctx))
@@ -346,6 +353,3 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) e
 		wait = min(2*wait, 30*time.Second)
 	}
 }
-
-// subnetGateway is the subnet's router, its first host address (AWS's convention).
-func subnetGateway(p netip.Prefix) netip.Addr { return p.Masked().Addr().Next() }

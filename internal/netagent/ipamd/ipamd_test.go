@@ -149,9 +149,9 @@ func addRetrying(t *testing.T, c *ipamrpc.Client, id string) *ipamrpc.AddReply {
 	return got
 }
 
-func healthz(d *Daemon) int {
+func healthz(t *testing.T, d *Daemon) int {
 	rec := httptest.NewRecorder()
-	d.introspectionHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	d.introspectionHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/healthz", nil))
 	return rec.Code
 }
 
@@ -171,8 +171,8 @@ func TestConflistOnlyWhileReady(t *testing.T) {
 	if n.conflistExists() {
 		t.Fatal("the conflist exists while ipamd fills its pool")
 	}
-	if r.d.Ready() || healthz(r.d) != http.StatusServiceUnavailable {
-		t.Fatalf("ready = %v, /healthz = %d while the pool is not filled", r.d.Ready(), healthz(r.d))
+	if r.d.Ready() || healthz(t, r.d) != http.StatusServiceUnavailable {
+		t.Fatalf("ready = %v, /healthz = %d while the pool is not filled", r.d.Ready(), healthz(t, r.d))
 	}
 	if _, err := os.Stat(r.d.SocketPath()); err == nil {
 		t.Fatal("the gRPC socket exists before the pool is filled")
@@ -191,8 +191,8 @@ func TestConflistOnlyWhileReady(t *testing.T) {
 		conf.Plugins[0]["type"] != "nodejoin-cni" || conf.Plugins[0]["ipamdSocket"] != r.d.SocketPath() || conf.Plugins[1]["type"] != "portmap" {
 		t.Fatalf("conflist = %s (%v)", b, err)
 	}
-	if healthz(r.d) != http.StatusOK {
-		t.Fatalf("/healthz = %d when ready", healthz(r.d))
+	if healthz(t, r.d) != http.StatusOK {
+		t.Fatalf("/healthz = %d when ready", healthz(t, r.d))
 	}
 	if st := r.d.State(); st.Pool.Total != 3 || st.Pool.Free != 3 {
 		t.Fatalf("pool after the first fill = %+v, want 3 free (one ENI's worth)", st.Pool)
@@ -457,7 +457,7 @@ func TestMetricsAndState(t *testing.T) {
 	c := r.ready(t)
 	addRetrying(t, c, "a")
 	rec := httptest.NewRecorder()
-	r.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	r.d.metricsHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
 		"awscni_assigned_ip_addresses 1",
@@ -471,7 +471,7 @@ func TestMetricsAndState(t *testing.T) {
 		}
 	}
 	rec = httptest.NewRecorder()
-	r.d.introspectionHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/state", nil))
+	r.d.introspectionHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/v1/state", nil))
 	var st State
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatalf("/v1/state: %v\n%s", err, rec.Body)

@@ -29,14 +29,14 @@ type localNode struct {
 	md   cloud.IMDS
 }
 
-func newLocalNode(t *testing.T, instanceType string) *localNode {
+func newLocalNode(t *testing.T) *localNode {
 	t.Helper()
 	e := localcloud.NewEC2("111122223333")
 	subnet := localcloud.Subnet{ID: "subnet-00000000000000001", VPCID: "vpc-00000000000000001", AvailabilityZone: "us-west-2a", CIDR: netip.MustParsePrefix("198.18.0.0/16")}
 	if err := e.AddSubnet(subnet); err != nil {
 		t.Fatal(err)
 	}
-	inst := localcloud.Instance{ID: "i-0000000000000000b", Type: instanceType, AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
+	inst := localcloud.Instance{ID: "i-0000000000000000b", Type: "m5.large", AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
 		SubnetID: subnet.ID, VPCID: subnet.VPCID, VPCIPv4CIDRs: []string{"198.18.0.0/16"}}
 	if err := localcloud.InstanceDefaults(&inst); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func newLocalNode(t *testing.T, instanceType string) *localNode {
 }
 
 func TestLocalCloudMetadata(t *testing.T) {
-	n := newLocalNode(t, "m5.large")
+	n := newLocalNode(t)
 	got, err := n.md.Instance(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestLocalCloudMetadata(t *testing.T) {
 // TestLocalCloudCalls runs ipamd's EC2 calls one by one through the SDK against the
 // local cloud, limits included.
 func TestLocalCloudCalls(t *testing.T) {
-	n := newLocalNode(t, "m5.large")
+	n := newLocalNode(t)
 	ctx := t.Context()
 	lim, err := n.sdk.InstanceTypeLimits(ctx, "m5.large")
 	if err != nil || lim != (pool.Limits{ENIs: 3, IPv4PerENI: 10}) {
@@ -148,7 +148,7 @@ func TestLocalCloudCalls(t *testing.T) {
 // exactly its 27 pod addresses over three ENIs, refuses the 28th with "pool empty",
 // and after a restart every pod keeps its address.
 func TestLocalCloudDaemon(t *testing.T) {
-	n := newLocalNode(t, "m5.large")
+	n := newLocalNode(t)
 	dir := t.TempDir()
 	host := &fakeHost{}
 	start := func() *running {

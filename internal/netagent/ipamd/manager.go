@@ -333,37 +333,13 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		if e.Tags[TagNoManage] == "true" {
 			continue
 		}
-		seen[e.ID] = true
-		primary := e.ID == d.inst.PrimaryENIID || e.DeviceNumber == 0
-		subnet, ok := subnets[e.MAC]
-		if !ok {
-			subnet = d.inst.SubnetCIDR
-		}
-		de := datastore.ENI{ID: e.ID, MAC: e.MAC, DeviceNumber: e.DeviceNumber, Primary: primary, PrimaryIP: e.PrimaryIP, SubnetCIDR: subnet, AttachmentID: e.AttachmentID}
-		if _, known := d.store.ENI(e.ID); !known && !primary {
-			if err := d.o.Host.SetupENI(ctx, de); err != nil {
-				errs = append(errs, fmt.Errorf("setting up ENI %s (%s) in the node: %w", e.ID, e.MAC, err))
-				delete(seen, e.ID)
+		if err := d.reconcileENI(ctx, e, subnets); err != nil {
+			errs = append(errs, err)
+			if _, known := d.store.ENI(e.ID); !known {
 				continue
 			}
-			d.log.Info("ENI found attached", "eni", e.ID, "deviceNumber", e.DeviceNumber, "ips", e.Secondary)
 		}
-		d.store.AddENI(de)
-		if err := d.store.AddIPs(e.ID, e.Secondary); err != nil {
-			errs = append(errs, err)
-		}
-		var gone []netip.Addr
-		for _, ip := range d.store.IPs(e.ID) {
-			if !slices.Contains(e.Secondary, ip) {
-				gone = append(gone, ip)
-			}
-		}
-		if len(gone) > 0 {
-			d.log.Warn("addresses no longer on the ENI in EC2", "eni", e.ID, "ips", gone)
-			if err := d.store.Forget(e.ID, gone); err != nil {
-				errs = append(errs, err)
-			}
-		}
+		seen[e.ID] = true
 	}
 	for _, e := range d.store.ENIs() {
 		if seen[e.ID] {
@@ -378,6 +354,40 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			if err := d.o.Host.TeardownENI(ctx, e); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileENI brings one attached ENI of EC2's view into the datastore.
+func (d *Daemon) reconcileENI(ctx context.Context, e cloud.ENI, subnets map[string]netip.Prefix) error {
+	primary := e.ID == d.inst.PrimaryENIID || e.DeviceNumber == 0
+	subnet, ok := subnets[e.MAC]
+	if !ok {
+		subnet = d.inst.SubnetCIDR
+	}
+	de := datastore.ENI{ID: e.ID, MAC: e.MAC, DeviceNumber: e.DeviceNumber, Primary: primary, PrimaryIP: e.PrimaryIP, SubnetCIDR: subnet, AttachmentID: e.AttachmentID}
+	if _, known := d.store.ENI(e.ID); !known && !primary {
+		if err := d.o.Host.SetupENI(ctx, de); err != nil {
+			return fmt.Errorf("setting up ENI %s (%s) in the node: %w", e.ID, e.MAC, err)
+		}
+		d.log.Info("ENI found attached", "eni", e.ID, "deviceNumber", e.DeviceNumber, "ips", e.Secondary)
+	}
+	d.store.AddENI(de)
+	var errs []error
+	if err := d.store.AddIPs(e.ID, e.Secondary); err != nil {
+		errs = append(errs, err)
+	}
+	var gone []netip.Addr
+	for _, ip := range d.store.IPs(e.ID) {
+		if !slices.Contains(e.Secondary, ip) {
+			gone = append(gone, ip)
+		}
+	}
+	if len(gone) > 0 {
+		d.log.Warn("addresses no longer on the ENI in EC2", "eni", e.ID, "ips", gone)
+		if err := d.store.Forget(e.ID, gone); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

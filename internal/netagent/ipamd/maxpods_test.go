@@ -28,7 +28,7 @@ func TestMaxPodsTable(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("want 3 rows in the max-pods table, found %d", len(rows))
 	}
-	n := newLocalNode(t, "m5.large")
+	n := newLocalNode(t)
 	for _, r := range rows {
 		typ := r[1]
 		num := func(i int) int { v, _ := strconv.Atoi(r[i]); return v }
