@@ -160,7 +160,9 @@ CLUSTER_NAME, DISABLE_LEAKED_ENI_CLEANUP.`,
 			if err != nil {
 				return err
 			}
-			if p.cniBinDir != "" {
+			// Checked when the container mounts the bin dir and says where (the VPC CNI's
+			// main container installs its plugin there itself).
+			if cmd.Flags().Changed("cni-bin-dir") {
 				if _, err := os.Stat(filepath.Join(p.cniBinDir, PluginName)); err != nil {
 					return fmt.Errorf("the CNI plugin %s is not in %s (%w): the init container (nodejoin-netagent init) installs it", PluginName, p.cniBinDir, err)
 				}

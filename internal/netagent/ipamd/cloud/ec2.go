@@ -21,7 +21,7 @@ type SDK struct{ Client *ec2.Client }
 
 // int32Of clamps a count into the API's int32.
 func int32Of(n int) int32 {
-	return int32(max(min(n, math.MaxInt32), math.MinInt32)) //nolint:gosec // G115: clamped on this line.
+	return int32(max(min(n, math.MaxInt32), math.MinInt32))
 }
 
 // InstanceTypeLimits calls DescribeInstanceTypes.
