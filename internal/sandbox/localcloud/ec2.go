@@ -32,6 +32,8 @@ type InstanceRecord struct {
 	// PublicIPv4 and PublicDNSName are empty for an instance without a public address.
 	PublicIPv4    string
 	PublicDNSName string
+	// Tags are the instance's tags (WithTags).
+	Tags map[string]string
 }
 
 // LaunchOption sets what Instance does not describe on a launched instance.
@@ -205,6 +207,7 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	c.IPv6 = slices.Clone(r.IPv6)
 	c.UserData = slices.Clone(r.UserData)
 	c.SecondaryPrivateIPv4s = slices.Clone(r.SecondaryPrivateIPv4s)
+	c.Tags = maps.Clone(r.Tags)
 	return &c
 }
 
