@@ -117,7 +117,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		if err != nil {
 			return nil, err
 		}
-		inst.PodCIDR, inst.ClusterNamespace = pods.String(), p.cfg.ClusterNS.Name
+		inst.PodCIDR, inst.ClusterNamespace, inst.Bridge = pods.String(), p.cfg.ClusterNS.Name, p.cfg.Bridge
 	}
 	// Recorded before anything is created, so that a crash leaves enough to clean up.
 	if err := writeRecord(&inst.Record); err != nil {
@@ -180,7 +180,7 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.I
 	}
 	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
-	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
 	return nil
@@ -241,7 +241,11 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 		{"route", "add", "default", "via", p.cfg.Gateway.String()},
 		{"addr", "add", imdsAddr.Addr().String() + "/32", "dev", "lo"},
 	}
-	if err := cns.IP(ctx, "link", "set", veth, "master", p.cfg.Bridge, "up"); err != nil {
+	// eth0 is the primary interface's port: the VPC router answers ARP for its address.
+	if err := p.joinBridge(ctx, veth, mac); err != nil {
+		return err
+	}
+	if err := p.addNeighbours(ctx, mac, []string{inst.IP}); err != nil {
 		return err
 	}
 	for _, s := range steps {
@@ -609,6 +613,10 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 		if err := netns.Delete(ctx, r.Namespace); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// After the namespace, whose going took the instance's ports off the bridge.
+	if err := removeRoutes(ctx, r); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cleaning up instance %s: %w", r.ID, err)

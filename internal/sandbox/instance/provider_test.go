@@ -12,7 +12,7 @@ import (
 // Addresses start at the eleventh of the range, skip the bridge's, are reused once
 // released, and running out names the flag that gives more.
 func TestAddressAllocation(t *testing.T) {
-	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000"},
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000", EC2: localcloud.NewEC2("000000000000")},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.12")})
 	if err != nil {
 		t.Fatal(err)
