@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
@@ -162,8 +164,15 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.
-		// aws-node is not among them until the sandbox wires the VPC network for it.
-		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
+		opts := cl.Options()
+		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: opts.ServiceCIDR}
+		if c.ec2URL != "" {
+			// Local instances: the VPC network add-on, pods on VPC addresses (the node
+			// range, as kube-proxy's clusterCIDR is the VPC's on EKS).
+			mcfg.Addons.Enabled = addons.Names
+			mcfg.Addons.PodCIDR = opts.NodeCIDR
+			mcfg.Addons.AWSNode = AWSNodeOptions(cl.Name(), c.ec2URL, cfg.Region)
+		}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
@@ -186,6 +195,24 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	case <-c.done:
 		_ = c.cloud.Wait()
 		return fail(fmt.Errorf("nodejoin-controller: %w", c.err))
+	}
+}
+
+// AWSNodeOptions configure aws-node for a cluster's local instances: they share the
+// host's filesystem, so one host directory (the instances' root base) is mounted, and
+// each node's directories are found through its symlink there by $(NODE_NAME)
+// (instance.NodesDir); ipamd calls the local EC2 at ec2URL.
+func AWSNodeOptions(cluster, ec2URL, region string) addons.AWSNodeOptions {
+	base := instance.RootBase(cluster)
+	node := path.Join(base, instance.NodesDir, "$(NODE_NAME)")
+	return addons.AWSNodeOptions{
+		SharedHostDir: base,
+		CNIBinDir:     path.Join(node, instance.CNIBinDir),
+		CNIConfDir:    path.Join(node, instance.CNIConfDir),
+		StateDir:      path.Join(node, "var/run/aws-node"),
+		LogDir:        path.Join(node, "var/log/aws-routed-eni"),
+		Region:        region,
+		EC2Endpoint:   ec2URL,
 	}
 }
 

@@ -94,8 +94,9 @@ type Config struct {
 	Zone string
 	// DNSDomain names instances ip-A-B-C-D.DNSDomain (default local.internal).
 	DNSDomain string
-	// Binaries: nodeadm, the kubelet and containerd; the CNI plugins' directory.
-	NodeadmPath, KubeletPath, ContainerdPath, CNIBinDir string
+	// Binaries: nodeadm, the kubelet and containerd. The CNI plugins come from the
+	// network add-on, into each instance's root (CNIBinDir).
+	NodeadmPath, KubeletPath, ContainerdPath string
 	// ImageArchives returns the image archives that every real instance's containerd
 	// gets before its kubelet starts (Instance.ImportImages), in import order.
 	ImageArchives func() ([]string, error)
@@ -145,7 +146,8 @@ type Record struct {
 	// Dir is the instance's directory (not stored).
 	Dir string `json:"-"`
 
-	// PodCIDR is the node's pod range, routed to it in ClusterNamespace (real kubelets).
+	// PodCIDR is the pod range routed to the node in ClusterNamespace by nodejoin
+	// versions before the network add-on; read only to clean up their instances.
 	PodCIDR          string `json:"podCIDR,omitempty"`
 	ClusterNamespace string `json:"clusterNamespace,omitempty"`
 	// Bridge is the cluster namespace's bridge, where the VPC router keeps the
@@ -189,10 +191,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.RootBase == "" {
-		cfg.RootBase = filepath.Join("/var/lib/nodejoin", cfg.Cluster.Name)
-	}
-	if cfg.CNIBinDir == "" {
-		cfg.CNIBinDir = "/usr/lib/cni"
+		cfg.RootBase = RootBase(cfg.Cluster.Name)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err

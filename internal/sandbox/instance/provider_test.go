@@ -68,21 +68,3 @@ func TestMountsUnderListsTheMountTable(t *testing.T) {
 		}
 	}
 }
-
-func TestPodCIDR(t *testing.T) {
-	for _, tc := range []struct{ nodes, addr, want string }{
-		{"198.18.0.0/24", "198.18.0.11", "10.244.11.0/24"},
-		{"198.18.0.0/24", "198.18.0.254", "10.244.254.0/24"},
-		{"10.9.8.0/23", "10.9.8.20", "10.244.20.0/24"},
-		{"10.9.8.0/23", "10.9.9.20", ""},
-		{"198.18.0.0/24", "198.18.1.11", ""},
-	} {
-		got, err := PodCIDR(netip.MustParsePrefix(tc.nodes), netip.MustParseAddr(tc.addr))
-		switch {
-		case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--node-cidr")):
-			t.Errorf("%s in %s: %v, %v; want an error naming --node-cidr", tc.addr, tc.nodes, got, err)
-		case tc.want != "" && (err != nil || got.String() != tc.want):
-			t.Errorf("%s in %s: %v, %v; want %s", tc.addr, tc.nodes, got, err, tc.want)
-		}
-	}
-}
