@@ -431,6 +431,10 @@ type UpdateStatus struct {
 	// Message says what the update waits for, or why it failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// FailedGeneration is the spec generation a failed update failed at: changing the
+	// spec (or setting force) resumes it.
+	// +optional
+	FailedGeneration int64 `json:"failedGeneration,omitempty"`
 }
 
 // UpdateNode is one old node being replaced.
