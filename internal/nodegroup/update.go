@@ -332,9 +332,13 @@ func (r *Reconciler) resumeFailed(st *state, u *v1alpha1.UpdateStatus) {
 		return
 	}
 	u.Phase, u.Message = v1alpha1.UpdatePhaseUpgrade, "resumed"
-	for i := range u.Nodes {
-		if u.Nodes[i].Step == v1alpha1.NodeStepDraining {
-			u.Nodes[i].DrainStart = ptrTime(st.now)
+	if !st.spec.Spec.Force {
+		// A new drain timeout; with force, the one that ran out lets the drain delete
+		// the pods at once.
+		for i := range u.Nodes {
+			if u.Nodes[i].Step == v1alpha1.NodeStepDraining {
+				u.Nodes[i].DrainStart = ptrTime(st.now)
+			}
 		}
 	}
 	r.event(st.ng, corev1.EventTypeNormal, "UpdateResumed", "Update", "resuming the update to launch template version %s (force %t)", u.TargetVersion, st.spec.Spec.Force)
