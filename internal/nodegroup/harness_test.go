@@ -79,6 +79,10 @@ type harness struct {
 	minAvail    int
 	ltMax       int32
 	podSeq      int
+	// real: the API is a real kube-apiserver; the harness then also plays the
+	// disruption controller (PDB status) and the kubelet's confirmation of deletions.
+	real bool
+	pdbs map[string]int // name -> minAvailable
 }
 
 const testCluster = "c1"
@@ -93,11 +97,7 @@ func baseGroup(desired int32) *v1alpha1.NodeGroup {
 	}
 }
 
-func newHarness(t *testing.T, ng *v1alpha1.NodeGroup) *harness {
-	t.Helper()
-	h := &harness{t: t, now: time.Now().Truncate(time.Second), rec: &recorder{}, name: ng.Name,
-		launched: map[string]int{}, broken: map[string]bool{}, joinDelay: 3, minAvail: 1 << 30}
-	h.cloud = newFakeCloud(func() time.Time { return h.now })
+func testScheme(t *testing.T) *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,29 @@ func newHarness(t *testing.T, ng *v1alpha1.NodeGroup) *harness {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	h.client = fake.NewClientBuilder().WithScheme(s).
+	return s
+}
+
+// newRealHarness runs the harness against a real API server: c talks to it.
+func newRealHarness(t *testing.T, ng *v1alpha1.NodeGroup, c client.Client) *harness {
+	t.Helper()
+	h := &harness{t: t, now: time.Now().Truncate(time.Second), rec: &recorder{}, name: ng.Name,
+		launched: map[string]int{}, broken: map[string]bool{}, joinDelay: 3, minAvail: 1 << 30, real: true, pdbs: map[string]int{}}
+	h.cloud = newFakeCloud(func() time.Time { return h.now })
+	h.client = c
+	if err := c.Create(context.Background(), ng); err != nil {
+		t.Fatal(err)
+	}
+	h.newReconciler()
+	return h
+}
+
+func newHarness(t *testing.T, ng *v1alpha1.NodeGroup) *harness {
+	t.Helper()
+	h := &harness{t: t, now: time.Now().Truncate(time.Second), rec: &recorder{}, name: ng.Name,
+		launched: map[string]int{}, broken: map[string]bool{}, joinDelay: 3, minAvail: 1 << 30}
+	h.cloud = newFakeCloud(func() time.Time { return h.now })
+	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).
 		WithStatusSubresource(&v1alpha1.NodeGroup{}).
 		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourceCreate: h.evict}).
@@ -200,6 +222,9 @@ func (h *harness) tick() {
 	h.cloud.converge()
 	h.kubelets()
 	h.schedule()
+	if h.real {
+		h.disruption()
+	}
 	h.now = h.now.Add(5 * time.Second)
 	h.step++
 }
@@ -303,8 +328,11 @@ func (h *harness) kubelets() {
 		h.t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if err := h.client.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, &corev1.Node{}); apierrors.IsNotFound(err) {
-			_ = h.client.Delete(ctx, &p)
+		// The kubelet confirms deletions (a real API server waits for it); pods of
+		// nodes that are gone are collected.
+		err := h.client.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, &corev1.Node{})
+		if p.DeletionTimestamp != nil || apierrors.IsNotFound(err) {
+			_ = h.client.Delete(ctx, &p, client.GracePeriodSeconds(0))
 		}
 	}
 }
@@ -342,9 +370,18 @@ func (h *harness) schedule() {
 			per[best]++
 			h.podSeq++
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", w.name, h.podSeq),
-				Labels: map[string]string{"app": w.name}}, Spec: corev1.PodSpec{NodeName: best}}
+				Labels: map[string]string{"app": w.name}}, Spec: corev1.PodSpec{NodeName: best,
+				Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
 			if err := h.client.Create(ctx, p); err != nil {
 				h.t.Fatal(err)
+			}
+			if h.real {
+				// The kubelet runs it: the Eviction API lets Pending pods go whatever
+				// the budget says, so they must be Running and Ready.
+				p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+				if err := h.client.Status().Update(ctx, p); err != nil {
+					h.t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -359,8 +396,33 @@ func (h *harness) addWorkload(name string, replicas, minAvailable int) {
 		if err := h.client.Create(context.Background(), pdb); err != nil {
 			h.t.Fatal(err)
 		}
+		if h.real {
+			h.pdbs[name] = minAvailable
+		}
 	}
 	h.schedule()
+	if h.real {
+		h.disruption()
+	}
+}
+
+// disruption writes each PodDisruptionBudget's status as kube-controller-manager's
+// disruption controller does; the Eviction API decides from it.
+func (h *harness) disruption() {
+	ctx := context.Background()
+	for _, name := range sortedKeys(h.pdbs) {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := h.client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, pdb); err != nil {
+			h.t.Fatal(err)
+		}
+		sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		healthy, want := h.healthy(ctx, sel), pdb.Spec.MinAvailable.IntValue()
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: int32(healthy), DesiredHealthy: int32(want),
+			ExpectedPods: int32(healthy), DisruptionsAllowed: int32(max(0, healthy-want))}
+		if err := h.client.Status().Update(ctx, pdb); err != nil && !apierrors.IsConflict(err) {
+			h.t.Fatal(err)
+		}
+	}
 }
 
 func (h *harness) setPDB(name string, minAvailable int) {
@@ -371,6 +433,10 @@ func (h *harness) setPDB(name string, minAvailable int) {
 	pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(int32(minAvailable)))
 	if err := h.client.Update(context.Background(), pdb); err != nil {
 		h.t.Fatal(err)
+	}
+	if h.real {
+		h.pdbs[name] = minAvailable
+		h.disruption()
 	}
 }
 

@@ -282,7 +282,8 @@ func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.Upd
 			switch {
 			case res.done:
 				n.Step, n.Since, n.Blocking = v1alpha1.NodeStepWaiting, metav1.NewTime(st.now), nil
-				r.event(ng, corev1.EventTypeNormal, "NodeDrained", "Drain", "node %s drained (%d pods evicted, %d deleted)", n.NodeName, res.evicted, res.deleted)
+				r.event(ng, corev1.EventTypeNormal, "NodeDrained", "Drain", "node %s drained in %s; terminating it after %s", n.NodeName,
+					st.now.Sub(n.DrainStart.Time).Round(time.Second), spec.Timeouts.PostDrainWait.Duration)
 			case timedOut && !spec.Force:
 				r.fail(st, u, n)
 				return true, nil

@@ -263,7 +263,9 @@ func TestJoinTimeoutReplacesWithBackoff(t *testing.T) {
 	ng.Spec.Timeouts.JoinTimeout = &metav1.Duration{Duration: time.Minute}
 	h := newHarness(t, ng)
 	h.breakAll = true
-	h.until("NodeCreationFailure", 200, func(ng *v1alpha1.NodeGroup) bool { return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueNodeCreationFailure) })
+	h.until("NodeCreationFailure", 200, func(ng *v1alpha1.NodeGroup) bool {
+		return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueNodeCreationFailure)
+	})
 	ng = h.get()
 	is := ng.Status.Health.Issues[0]
 	if len(is.ResourceIDs) != 2 || !strings.Contains(is.Message, "Instances failed to join the kubernetes cluster") ||
@@ -305,12 +307,16 @@ func TestJoinTimeoutReplacesWithBackoff(t *testing.T) {
 func TestLaunchFailuresReported(t *testing.T) {
 	h := newHarness(t, baseGroup(2))
 	h.cloud.failLaunch = "You have requested more instances (2) than your current instance limit of 0 allows for the specified instance type. Launching EC2 instance failed. InstanceLimitExceeded"
-	h.until("InstanceLimitExceeded", 20, func(ng *v1alpha1.NodeGroup) bool { return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueInstanceLimitExceeded) })
+	h.until("InstanceLimitExceeded", 20, func(ng *v1alpha1.NodeGroup) bool {
+		return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueInstanceLimitExceeded)
+	})
 	if ng := h.get(); ng.Status.Health.Issues[0].ResourceIDs[0] != ng.Status.AutoScalingGroupName {
 		t.Errorf("issue = %+v", ng.Status.Health.Issues[0])
 	}
 	h.cloud.failLaunch = "Launching EC2 instance failed. The requested configuration is currently not supported."
-	h.until("AsgInstanceLaunchFailures", 20, func(ng *v1alpha1.NodeGroup) bool { return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueAsgInstanceLaunchFailures) })
+	h.until("AsgInstanceLaunchFailures", 20, func(ng *v1alpha1.NodeGroup) bool {
+		return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueAsgInstanceLaunchFailures)
+	})
 	h.cloud.failLaunch = ""
 	h.until("active", 40, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && len(ng.Status.Health.Issues) == 0 })
 }
