@@ -178,9 +178,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}()
 
 	// Servers run until stop is cancelled, which happens after the conflist is gone.
+	// Deferred calls run last first: servers are told to stop, then waited for.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	srvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	var wg sync.WaitGroup
 	errc := make(chan error, 4)
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -191,7 +193,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	defer wg.Wait()
 	for _, s := range []struct {
 		name, addr string
 		h          http.Handler

@@ -524,3 +524,34 @@ func TestKnobsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDuringStartUp: a SIGTERM while EC2 refuses the first fill ends ipamd at once
+// (with the reason), its servers stopped and no conflist.
+func TestStopDuringStartUp(t *testing.T) {
+	n := newNode(t, pool.Limits{ENIs: 3, IPv4PerENI: 4})
+	n.ec2.setFail("AssignPrivateIpAddresses", cloud.CodeUnauthorized)
+	d, err := New(Options{
+		Knobs: Knobs{Pool: pool.Config{WarmENITarget: 1}, MTU: 9001, VethPrefix: "eni"}, CNIConfDir: n.confDir, StateDir: n.stateDir,
+		IntrospectionAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
+		Metadata: fakeMetadata{n.ec2}, EC2: n.ec2, Host: n.host, Now: n.clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	waitFor(t, "the refused fill", func() bool { return d.State().LastEC2Error != nil })
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "filling the warm pool") {
+			t.Errorf("Run = %v, want the start-up step that was cut short", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("ipamd did not stop during start-up")
+	}
+	if n.conflistExists() {
+		t.Error("conflist after a stop during start-up")
+	}
+}
