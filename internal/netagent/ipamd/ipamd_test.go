@@ -555,3 +555,24 @@ func TestStopDuringStartUp(t *testing.T) {
 		t.Error("conflist after a stop during start-up")
 	}
 }
+
+// TestBackoffAfterSubnetExhausted: when the subnet has no address for a new ENI, pods
+// retrying their ADDs do not turn into more CreateNetworkInterface calls (the loop waits
+// 120 s, as the VPC CNI does).
+func TestBackoffAfterSubnetExhausted(t *testing.T) {
+	n := newNode(t, pool.Limits{ENIs: 3, IPv4PerENI: 4})
+	r := n.start(Knobs{Pool: pool.Config{WarmENITarget: 1}})
+	c := r.ready(t)
+	n.ec2.setFail("CreateNetworkInterface", cloud.CodeInsufficientSubnet)
+	addRetrying(t, c, "p0") // the pool is now short of an ENI
+	waitFor(t, "the refused CreateNetworkInterface", func() bool { return n.ec2.count("CreateNetworkInterface") == 1 })
+	for i := range 20 {
+		if _, err := add(t.Context(), c, fmt.Sprintf("q%d", i)); err != nil && !ipamrpc.IsPoolEmpty(err) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := n.ec2.count("CreateNetworkInterface"); got != 1 {
+		t.Errorf("CreateNetworkInterface called %d times during the back-off, want 1", got)
+	}
+}

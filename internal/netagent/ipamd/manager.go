@@ -23,6 +23,11 @@ func (d *Daemon) manage(ctx context.Context) error {
 	tick := time.NewTicker(d.o.PoolInterval)
 	defer tick.Stop()
 	lastReconcile := d.o.Now()
+	// After a failed action the loop backs off (1 s doubling to 30 s; 120 s when the
+	// subnet is out of addresses, as the VPC CNI does), so that pods retrying their
+	// ADDs cannot turn into a stream of failing EC2 calls.
+	var backoff time.Duration
+	var quietUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,17 +35,28 @@ func (d *Daemon) manage(ctx context.Context) error {
 		case <-tick.C:
 		case <-d.kick:
 		}
+		if time.Now().Before(quietUntil) {
+			continue
+		}
 		if d.o.Now().Sub(lastReconcile) >= d.o.ReconcileInterval {
 			lastReconcile = d.o.Now()
 			if err := d.reconcile(ctx); err != nil {
 				d.poolError("reconcile", err)
 			}
 		}
-		if err := d.settle(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil // stopping: the action was cut short, not failed
-			}
+		err := d.settle(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil // stopping: an action cut short has not failed
+		case err == nil:
+			backoff = 0
+		default:
 			d.poolError("settle", err)
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			if cloud.ErrorCode(err) == cloud.CodeInsufficientSubnet {
+				backoff = 120 * time.Second
+			}
+			quietUntil = time.Now().Add(backoff)
 		}
 		d.publish()
 	}
