@@ -83,8 +83,8 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		// certificates (the benchmark's baseline); kubelet-serving stays unset.
 		ctrls = "*"
 		upstream = []string{
-			"--cluster-signing-kube-apiserver-client-kubelet-cert-file=" + p.CA.Cert,
-			"--cluster-signing-kube-apiserver-client-kubelet-key-file=" + p.CA.Key,
+			"--cluster-signing-kubelet-client-cert-file=" + p.CA.Cert,
+			"--cluster-signing-kubelet-client-key-file=" + p.CA.Key,
 		}
 	}
 	return c.startComponent(ctx, toolbin.KubeControllerManager, controllerManagerPort, func(port int) []string {
