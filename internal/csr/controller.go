@@ -92,6 +92,16 @@ func NewAccessReview(client kubernetes.Interface) AccessReview {
 		if err != nil {
 			return false, fmt.Errorf("SubjectAccessReview: %w", err)
 		}
+		if !out.Status.Allowed {
+			// A kube-apiserver that has just started answers reviews before its
+			// authorizer has loaded the RBAC policy, and denies everything then (found
+			// by `nodejoin bench join --fault apiserver-restart`). A denial counts only
+			// from a server that reports itself ready (its informers synced); otherwise
+			// the CSR is retried. Nothing is approved without an allowed review.
+			if _, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+				return false, fmt.Errorf("SubjectAccessReview denied while kube-apiserver is not ready, retrying: %w", err)
+			}
+		}
 		return out.Status.Allowed, nil
 	}
 }

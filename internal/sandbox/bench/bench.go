@@ -96,8 +96,10 @@ type Options struct {
 	// BinDir holds kube-apiserver, etcd, kube-controller-manager, kube-scheduler and
 	// nodejoin-controller; see toolbin.Dir.
 	BinDir string
-	// ControllerBin is nodejoin-controller; default found in BinDir.
+	// ControllerBin is nodejoin-controller; default found in BinDir. ControllerEnv is
+	// added to its environment (tests run their own binary as the controller).
 	ControllerBin string
+	ControllerEnv []string
 	// Timeout bounds each burst; default 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per step; nil discards them.

@@ -120,6 +120,7 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		"AWS_WEB_IDENTITY_TOKEN_FILE=", "AWS_ROLE_ARN=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=",
 		"KUBECONFIG=",
 	}
+	env = append(env, r.opts.ControllerEnv...)
 	rep.proc, err = process.Start(process.Spec{Name: "nodejoin-controller-" + spec.id, Argv: argv, Env: env,
 		LogFile: filepath.Join(r.dir, "nodejoin-controller-"+spec.id+".log")})
 	if err != nil {
