@@ -24,7 +24,7 @@ deps: ## Install the Debian packages local nodes need (as root; otherwise list t
 	@hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
+tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, the CNI plugins loopback and portmap, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
 	@hack/build-tools.sh
 	@$(MAKE) --no-print-directory images
 

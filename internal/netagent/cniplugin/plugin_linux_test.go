@@ -507,6 +507,21 @@ func TestIPAMDUnreachableIsTryAgainLater(t *testing.T) {
 	}
 }
 
+func TestAddWithoutNamespace(t *testing.T) {
+	ipamd := newFakeIPAMD("198.18.1.5")
+	e, _ := newEnv(t, ipamd)
+	a := e.newPod("pod-a")
+	args := e.args(a, nil)
+	args.Netns = filepath.Join(t.TempDir(), "gone")
+	err := e.inHost(func() error { return e.plugin.Add(args) })
+	if codeOf(err) != types.ErrInvalidNetNS || !strings.Contains(err.Error(), "default/pod-a") {
+		t.Fatalf("ADD into a missing namespace: %v; want code %d naming the pod", err, types.ErrInvalidNetNS)
+	}
+	if !ipamd.isFree("198.18.1.5") || len(ipamd.reasons()) != 0 {
+		t.Fatal("ADD into a missing namespace took an address")
+	}
+}
+
 func TestSetupFailureRollsBack(t *testing.T) {
 	ipamd := newFakeIPAMD("198.18.1.5")
 	e, _ := newEnv(t, ipamd)
