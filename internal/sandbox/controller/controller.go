@@ -49,6 +49,12 @@ type Config struct {
 	// NoAddons turns off the add-ons (kube-proxy, CoreDNS) the controller otherwise
 	// applies, as EKS does at cluster creation.
 	NoAddons bool
+	// Launcher launches the instances of the local cloud's Auto Scaling groups; nil
+	// leaves every launch failing (a Failed scaling activity).
+	Launcher localcloud.Launcher
+	// NodeInstanceProfile is an instance profile (named after its role) the local
+	// account holds for node groups' instances; "" for none.
+	NodeInstanceProfile string
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -100,8 +106,16 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	var err error
-	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log); err != nil {
+	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region)); err != nil {
 		return fail(err)
+	}
+	if cfg.Launcher != nil {
+		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
+	}
+	if p := cfg.NodeInstanceProfile; p != "" {
+		if err := c.cloud.IAM.AddInstanceProfile(p, p); err != nil {
+			return fail(err)
+		}
 	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
 	p := cl.PKI()

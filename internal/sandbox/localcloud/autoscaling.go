@@ -17,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -642,4 +643,19 @@ func (a *AutoScaling) terminate(ctx context.Context, g *asGroup, in *asInstance,
 // WithTags tags a launched instance.
 func WithTags(tags map[string]string) LaunchOption {
 	return func(r *InstanceRecord) { r.Tags = maps.Clone(tags) }
+}
+
+// InstanceProfileRole returns the role of an instance profile named by name or ARN
+// (arn:aws:iam::ACCOUNT:instance-profile/NAME), as a launch resolves it; false for a
+// profile the account does not have.
+func (i *IAM) InstanceProfileRole(nameOrARN string) (string, bool) {
+	name := nameOrARN
+	if strings.HasPrefix(nameOrARN, "arn:") {
+		_, after, ok := strings.Cut(nameOrARN, ":instance-profile/")
+		if !ok {
+			return "", false
+		}
+		name = after[strings.LastIndex(after, "/")+1:]
+	}
+	return i.profile(name)
 }
