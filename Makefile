@@ -83,13 +83,14 @@ $(BIN)/golangci-lint: Makefile
 	@touch $@
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry CRD (api/, deploy/crds/) with controller-gen
+generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry and NodeGroup CRDs (api/, deploy/crds/) with controller-gen
 	$(BIN)/controller-gen object paths=./api/nodejoin/v1alpha1/...
-	@# The CRD of NodeAccessEntry only: NodeJoinConfig is user data, not an API object.
+	@# The CRDs of NodeAccessEntry and NodeGroup only: NodeJoinConfig is user data, not an API object.
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		$(BIN)/controller-gen crd:crdVersions=v1 paths=./api/nodejoin/v1alpha1/... output:crd:dir="$$tmp" && \
-		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" api/nodejoin/v1alpha1/crds/ && \
-		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" deploy/crds/
+		for crd in nodejoin.io_nodeaccessentries.yaml nodejoin.io_nodegroups.yaml; do \
+			cp "$$tmp/$$crd" api/nodejoin/v1alpha1/crds/ && cp "$$tmp/$$crd" deploy/crds/ || exit 1; \
+		done
 
 $(BIN)/controller-gen: Makefile
 	@mkdir -p $(BIN)

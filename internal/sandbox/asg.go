@@ -55,8 +55,11 @@ func (l *asgLauncher) Launch(ctx context.Context, ls localcloud.LaunchSpec) (str
 	}
 	spec := instance.Spec{
 		InstanceType: ls.InstanceType, AMIFamily: sniffFamily(ls.UserData), Identity: instance.IdentityAWSIAM, Role: role,
-		Kubelet: kind, UserData: ls.UserData, Zone: ls.AvailabilityZone, SubnetID: ls.SubnetID, ImageID: ls.ImageID,
+		Kubelet: kind, UserData: ls.UserData, Zone: ls.AvailabilityZone, ImageID: ls.ImageID,
 		Tags: ls.Tags, AutoScalingGroup: ls.GroupName,
+		// No SubnetID: every local instance takes its address from the one subnet that
+		// is the node range (localcloud.DefaultSubnetID), whatever zone Auto Scaling
+		// placed it in; the group's per-zone subnets only spread it over zones.
 	}
 	inst, err := w.prov.Start(ctx, spec)
 	if err != nil {

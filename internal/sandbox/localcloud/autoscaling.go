@@ -60,12 +60,6 @@ type LaunchError struct {
 
 func (e *LaunchError) Error() string { return e.Code + ": " + e.Message }
 
-// Subnet is a subnet of the local VPC, in an availability zone.
-type Subnet struct {
-	ID               string
-	AvailabilityZone string
-}
-
 // DefaultSubnets are the local VPC's subnets: one in each of the region's zones a, b
 // and c, with IDs derived from the zone.
 func DefaultSubnets(region string) []Subnet {

@@ -33,12 +33,12 @@ type LaunchTemplates struct {
 	mu     sync.Mutex
 	byID   map[string]*launchTemplate
 	byName map[string]string // name → ID
-	tokens map[string]tokenUse
+	tokens map[string]templateTokenUse
 	calls  int
 }
 
-// tokenUse is what a ClientToken was used for: the request's parameters and its answer.
-type tokenUse struct {
+// templateTokenUse is what a ClientToken was used for: the request's parameters and its answer.
+type templateTokenUse struct {
 	params string
 	id     string
 	// version is the version created (CreateLaunchTemplateVersion), 0 otherwise.
@@ -71,7 +71,7 @@ type ResolvedLaunchTemplate struct {
 // NewLaunchTemplates returns an account without launch templates.
 func NewLaunchTemplates(accountID string) *LaunchTemplates {
 	return &LaunchTemplates{AccountID: accountID, now: time.Now, byID: map[string]*launchTemplate{},
-		byName: map[string]string{}, tokens: map[string]tokenUse{}}
+		byName: map[string]string{}, tokens: map[string]templateTokenUse{}}
 }
 
 // The launch template actions, all on EC2's endpoint.
@@ -286,7 +286,7 @@ func (l *LaunchTemplates) create(root *formNode, form url.Values, out *ltRespons
 		versions: map[int64]*ltVersion{1: {number: 1, description: desc, created: now, data: data}}}
 	l.byID[t.id], l.byName[name] = t, t.id
 	if token != "" {
-		l.tokens["create/"+token] = tokenUse{params: fingerprint(form), id: t.id}
+		l.tokens["create/"+token] = templateTokenUse{params: fingerprint(form), id: t.id}
 	}
 	out.LaunchTemplate = t.xml(l.AccountID)
 	return nil
@@ -336,7 +336,7 @@ func (l *LaunchTemplates) createVersion(root *formNode, form url.Values, out *lt
 	v := &ltVersion{number: t.latestVersion, description: desc, created: l.now().UTC(), data: data}
 	t.versions[v.number] = v
 	if token != "" {
-		l.tokens["version/"+token] = tokenUse{params: fingerprint(form), id: t.id, version: v.number}
+		l.tokens["version/"+token] = templateTokenUse{params: fingerprint(form), id: t.id, version: v.number}
 	}
 	out.LaunchTemplateVersion = t.versionXML(v, l.AccountID)
 	return nil
