@@ -15,7 +15,12 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // Instances that the local cloud's Auto Scaling launches become local instances whose
@@ -86,15 +91,9 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 	if !slices.Equal(zones, []string{"us-west-2a", "us-west-2b"}) {
 		t.Errorf("node zones %v, want one in each of the group's zones", zones)
 	}
-	statuses, err := Nodes(ctx, "asgx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(statuses) != 2 {
-		t.Fatalf("Nodes = %+v", statuses)
-	}
+	statuses := waitJoined(t, "asgx", "eks-ng1", 2)
 	for _, st := range statuses {
-		if st.AutoScalingGroup != "eks-ng1" || st.State != JoinReady || st.Kubelet != "sim" {
+		if st.Kubelet != "sim" {
 			t.Errorf("node %+v", st)
 		}
 		out, err := ec2c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{st.InstanceID}})
@@ -135,5 +134,115 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 	}
 	if running != 1 {
 		t.Errorf("%d instances running in EC2 after scaling in to 1", running)
+	}
+}
+
+// The NodeGroup controller runs in the sandbox against the local cloud: a NodeGroup
+// becomes a launch template and an Auto Scaling group whose instances join; scaling it
+// adds a node; deleting it deletes the group.
+func TestNodeGroupInTheSandbox(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	sb := startSim(t, "ngx", 0, nil)
+	ctx := t.Context()
+	dyn, err := dynamic.NewForConfig(sb.cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ngs := dyn.Resource(nodejoinv1alpha1.NodeGroupResource)
+	ng := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": nodejoinv1alpha1.APIVersion, "kind": nodejoinv1alpha1.NodeGroupKind,
+		"metadata": map[string]any{"name": "ng1"},
+		"spec": map[string]any{
+			"scaling":  map[string]any{"minSize": int64(1), "maxSize": int64(3), "desiredSize": int64(2)},
+			"template": map[string]any{"amiFamily": "AmazonLinux2023", "instanceTypes": []any{"m5.large"}},
+		},
+	}}
+	// The CRD is applied as the controller starts: retry until it is served.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err = ngs.Create(ctx, ng, metav1.CreateOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating the NodeGroup: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	status := func() map[string]any {
+		u, err := ngs.Get(ctx, "ng1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := unstructured.NestedMap(u.Object, "status")
+		return st
+	}
+	waitReady := func(want int64) {
+		deadline := time.Now().Add(4 * time.Minute)
+		for {
+			st := status()
+			ready, _, _ := unstructured.NestedInt64(st, "readySize")
+			if ready == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("NodeGroup ng1: readySize %d, want %d; status %v", ready, want, st)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	waitReady(2)
+	group, _, _ := unstructured.NestedString(status(), "autoScalingGroupName")
+	if group == "" {
+		t.Fatalf("NodeGroup status names no Auto Scaling group: %v", status())
+	}
+	waitJoined(t, "ngx", group, 2)
+	if _, err := ngs.Patch(ctx, "ng1", types.MergePatchType, []byte(`{"spec":{"scaling":{"desiredSize":3}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(3)
+	if err := ngs.Delete(ctx, "ng1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cloud := sb.controller.Cloud()
+	asc := autoscaling.NewFromConfig(cloud.ControllerConfig("us-west-2"), func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(cloud.AutoScalingURL) })
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		out, err := asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.AutoScalingGroups) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group outlived its NodeGroup: %+v", out.AutoScalingGroups)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitJoined waits until `get nodes` (Nodes) shows n instances of group, every step of
+// their joins done (serving certificates included, which may trail Ready).
+func waitJoined(t *testing.T, cluster, group string, n int) []NodeStatus {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		statuses, err := Nodes(t.Context(), cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var joined []NodeStatus
+		for _, st := range statuses {
+			if st.AutoScalingGroup == group && st.State == JoinReady {
+				joined = append(joined, st)
+			}
+		}
+		if len(joined) == n {
+			return joined
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("get nodes: %d joined nodes of group %s, want %d: %+v", len(joined), group, n, statuses)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
