@@ -151,7 +151,10 @@ func (d *Daemon) allocENI(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	// Undo runs to its end even when ipamd is stopping, so that no ENI is left behind.
 	undo := func(attachmentID string, cause error) error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
 		if attachmentID != "" {
 			if err := d.ec2.DetachENI(ctx, attachmentID); err != nil {
 				return errors.Join(cause, err)
@@ -202,6 +205,7 @@ func (d *Daemon) allocENI(ctx context.Context, n int) error {
 		SubnetCIDR: d.inst.SubnetCIDR, AttachmentID: attachmentID,
 	}
 	if err := d.o.Host.SetupENI(ctx, de); err != nil {
+		_ = d.o.Host.TeardownENI(context.WithoutCancel(ctx), de)
 		return undo(attachmentID, fmt.Errorf("setting up ENI %s (%s) in the node: %w", e.ID, e.MAC, err))
 	}
 	ips := e.Secondary

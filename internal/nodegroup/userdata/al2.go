@@ -10,16 +10,25 @@ import (
 	"strings"
 
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 )
 
 // eksDefaultCIDRs are the service ranges EKS picks itself; bootstrap.sh infers them
 // from the cluster DNS address, so user data need not name them.
 var eksDefaultCIDRs = map[string]bool{"10.100.0.0/16": true, "172.20.0.0/16": true}
 
+// cidrInferable reports whether bootstrap.sh (or Start-EKSBootstrap.ps1) infers the
+// service range from the cluster DNS address: EKS's default ranges and their .10.
+func (r *renderer) cidrInferable() bool {
+	dns, err := nodeconfig.ClusterDNS(r.c.ServiceCIDR)
+	return eksDefaultCIDRs[r.c.ServiceCIDR] && err == nil && r.dns == dns
+}
+
 // serviceCIDRFlags names the service range for bootstrap.sh when it cannot infer it.
 func (r *renderer) serviceCIDRFlags() []string {
 	cidr := r.c.ServiceCIDR
-	if cidr == "" || eksDefaultCIDRs[cidr] && r.dns != "" {
+	if cidr == "" || r.cidrInferable() {
 		return nil
 	}
 	if p, err := netip.ParsePrefix(cidr); err == nil && p.Addr().Is6() {
@@ -72,7 +81,7 @@ func (r *renderer) al2Managed() ([]byte, error) {
 	s.WriteString(strings.Join(args, " ") + "\n")
 	parts = append(parts, newPart(mediaShell, s.String()))
 	parts = append(parts, tokenPart(r.c.BootstrapToken)...)
-	return writeMIME(parts, true), nil
+	return writeMIME(parts), nil
 }
 
 // Where eksctl's cloud-config puts its files.
@@ -186,7 +195,7 @@ func (r *renderer) al2CloudConfig() ([]byte, error) {
 	}
 	parts = append(parts, newPart(mediaCloudCfg, doc))
 	parts = append(parts, tokenPart(r.c.BootstrapToken)...)
-	return writeMIME(parts, false), nil
+	return writeMIME(parts), nil
 }
 
 // kubeletEnv renders kubelet.env: KEY=VALUE lines in a fixed order.

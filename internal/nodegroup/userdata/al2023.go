@@ -61,7 +61,7 @@ func (r *renderer) al2023() ([]byte, error) {
 		parts = append(parts, newPart(mediaNodeConfig, "---\n"+doc))
 		parts = append(parts, user...)
 		parts = append(parts, tokenPart(r.c.BootstrapToken)...)
-		return writeMIME(parts, true), nil
+		return writeMIME(parts), nil
 	}
 	// eksctl serialises nodeadm's Go types, whose empty structs appear as {}.
 	doc, err := nodeConfigYAML(map[string]any{
@@ -82,7 +82,7 @@ func (r *renderer) al2023() ([]byte, error) {
 	}
 	parts = append(parts, user...)
 	parts = append(parts, tokenPart(r.c.BootstrapToken)...)
-	return writeMIME(parts, false), nil
+	return writeMIME(parts), nil
 }
 
 // nodeConfigYAML renders a NodeConfig with spec, keys sorted; empty names top-level

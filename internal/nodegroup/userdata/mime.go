@@ -35,15 +35,12 @@ func newPart(contentType, body string) part {
 	return part{headers: [][2]string{{"Content-Type", contentType}}, body: body}
 }
 
-// writeMIME writes a multipart/mixed document with LF line endings. quoted quotes the
-// boundary parameter (EKS does; eksctl, through Go's multipart writer, does not).
-func writeMIME(parts []part, quoted bool) []byte {
+// writeMIME writes a multipart/mixed document with LF line endings. The boundary is
+// quoted, as EKS writes it: "/" is not allowed in an unquoted MIME parameter (eksctl
+// leaves it unquoted because its real boundaries are random hex; its tests force "//").
+func writeMIME(parts []part) []byte {
 	var b bytes.Buffer
-	boundary := Boundary
-	if quoted {
-		boundary = `"` + Boundary + `"`
-	}
-	fmt.Fprintf(&b, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=%s\n\n", boundary)
+	fmt.Fprintf(&b, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=%q\n\n", Boundary)
 	for _, p := range parts {
 		fmt.Fprintf(&b, "--%s\n", Boundary)
 		for _, h := range p.headers {

@@ -148,6 +148,7 @@ func Render(c Cluster, t Template) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	t = r.t // defaulted
 	if t.Style == Managed && t.AMIID != "" {
 		// EKS merges nothing into a custom AMI's user data.
 		if strings.TrimSpace(t.UserData) == "" {

@@ -76,7 +76,7 @@ var goldenCases = []struct {
 		name: "seed001-al2023-managed-user-nodeconfig",
 		c:    Cluster{Name: "my-cluster", Endpoint: "https://1111122222.sk1.ap-northeast-2.eks.amazonaws.com", CertificateAuthority: []byte("certificateAuthority"), ServiceCIDR: "172.20.0.0/16"},
 		t: Template{Family: AmazonLinux2023, Style: Managed, NodeGroupName: "ng-al2023", InstanceType: "t3.medium", ReleaseAMI: "ami-057051082a0861071",
-			Kubelet: map[string]any{"shutdownGracePeriod": "30s", "featureGates": map[string]any{"DisableKubeletCloudCredentialProviders": true}},
+			Kubelet:  map[string]any{"shutdownGracePeriod": "30s", "featureGates": map[string]any{"DisableKubeletCloudCredentialProviders": true}},
 			UserData: "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: 20\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\n--BOUNDARY--\n"},
 	},
 	{
@@ -192,7 +192,8 @@ func TestReferenceVectors(t *testing.T) {
 		t.Fatalf("no case %s", name)
 		return ""
 	}
-	tv3 := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=//\n\n--//\nContent-Type: application/node.eks.aws\n\n" +
+	// The one difference from TV3: the boundary is quoted (see writeMIME).
+	tv3 := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\n" +
 		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nmetadata: {}\nspec:\n  cluster:\n    apiServerEndpoint: https://test.xxx.us-west-2.eks.amazonaws.com\n" +
 		"    certificateAuthority: dGVzdCBDQQ==\n    cidr: 10.100.0.0/16\n    name: al2023-test\n  containerd: {}\n  instance:\n    localStorage: {}\n    network: {}\n" +
 		"  kubelet:\n    config:\n      clusterDNS:\n      - 10.100.0.10\n    flags:\n    - --node-labels=alpha.eksctl.io/nodegroup-name=al2023-mng-test\n\n--//--\n"
@@ -219,5 +220,69 @@ func TestReferenceVectors(t *testing.T) {
 	tv8 := render("tv8-windows-eksctl")
 	if want := `& $EKSBootstrapScriptFile -EKSClusterName "windohs" -APIServerEndpoint "https://test.com" -Base64ClusterCA "dGVzdA==" -ServiceCIDR "10.100.0.0/16" -DNSClusterIP "172.20.0.10" -ContainerRuntime "containerd" -KubeletExtraArgs "--node-labels= --register-with-taints= --max-pods=100" 3>&1 4>&1 5>&1 6>&1`; !strings.Contains(tv8, want) {
 		t.Errorf("TV8: want the line\n%s\nin\n%s", want, tv8)
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	c := Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"}
+	tests := []struct {
+		name string
+		c    Cluster
+		t    Template
+		want string
+	}{
+		{"no cluster endpoint", Cluster{Name: "c1", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "name, endpoint and CA are all required"},
+		{"http endpoint", Cluster{Name: "c1", Endpoint: "http://E", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "want an https:// URL"},
+		{"bad CIDR", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.10/16"}, Template{Family: AmazonLinux2, NodeGroupName: "ng"}, "want a network address"},
+		{"AL2023 without CIDR", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca")}, Template{Family: AmazonLinux2023, NodeGroupName: "ng"}, "needs the cluster's service CIDR"},
+		{"no name", c, Template{Family: AmazonLinux2023}, "node group name is required"},
+		{"family", c, Template{Family: "Ubuntu2204", NodeGroupName: "ng"}, `AMI family "Ubuntu2204"`},
+		{"style", c, Template{Family: AmazonLinux2023, Style: "karpenter", NodeGroupName: "ng"}, `style "karpenter"`},
+		{"label key", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Labels: map[string]string{"bad key": "v"}}, `label key "bad key"`},
+		{"label value", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Labels: map[string]string{"k": "a,b=c"}}, `label k value "a,b=c"`},
+		{"taint effect", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Taints: []corev1.Taint{{Key: "k", Effect: "Never"}}}, `taints[0] effect "Never"`},
+		{"taint twice", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Taints: []corev1.Taint{{Key: "k", Effect: "NoSchedule"}, {Key: "k", Value: "v", Effect: "NoSchedule"}}}, "appears twice"},
+		{"max pods twice", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", MaxPods: ptr[int32](3), Kubelet: map[string]any{"maxPods": 4}}, "maxPods is set twice"},
+		{"max pods zero", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", MaxPods: ptr[int32](0)}, "want a positive number"},
+		{"critical kubelet", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", Kubelet: map[string]any{"authentication": map[string]any{}}}, "kubelet.authentication cannot be set"},
+		{"AL2 managed kubelet", c, Template{Family: AmazonLinux2, NodeGroupName: "ng", Kubelet: map[string]any{"podPidsLimit": 5}}, "not supported for AmazonLinux2 managed groups"},
+		{"Windows kubelet", c, Template{Family: Windows, NodeGroupName: "ng", Kubelet: map[string]any{"podPidsLimit": 5}}, "not supported for Windows"},
+		{"Windows token", Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), BootstrapToken: "abcdef.0123456789abcdef"}, Template{Family: Windows, NodeGroupName: "ng"}, "bootstrap tokens are not supported for Windows"},
+		{"Bottlerocket kubelet", c, Template{Family: Bottlerocket, NodeGroupName: "ng", Kubelet: map[string]any{"registryPullQPS": 5}}, "kubelet.registryPullQPS has no Bottlerocket setting"},
+		{"Bottlerocket pre-bootstrap", c, Template{Family: Bottlerocket, NodeGroupName: "ng", PreBootstrapCommands: []string{"date"}}, "preBootstrapCommands are not supported for Bottlerocket"},
+		{"Bottlerocket not TOML", c, Template{Family: Bottlerocket, NodeGroupName: "ng", UserData: "#!/bin/bash\necho hi\n"}, "must be TOML"},
+		{"Bottlerocket eksctl labels in settings", c, Template{Family: Bottlerocket, Style: SelfManaged, NodeGroupName: "ng", UserData: "settings.kubernetes.node-labels.a = 'b'\n"}, "sets settings.kubernetes.node-labels"},
+		{"managed AL2 not MIME", c, Template{Family: AmazonLinux2, NodeGroupName: "ng", UserData: "#!/bin/bash\necho hi\n"}, "user data was not in the MIME multipart format"},
+		{"managed AL2023 not MIME", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", UserData: "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"}, "user data was not in the MIME multipart format"},
+		{"MIME without boundary", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", UserData: "MIME-Version: 1.0\nContent-Type: multipart/mixed\n\nx\n"}, "has no boundary"},
+		{"custom AMI without user data", c, Template{Family: AmazonLinux2023, NodeGroupName: "ng", AMIID: "ami-123"}, "EKS merges nothing into it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Render(tt.c, tt.t)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestManagedCustomAMIUserDataIsVerbatim(t *testing.T) {
+	c := Cluster{Name: "c1", Endpoint: "https://E", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"}
+	own := "#!/bin/bash\n/etc/eks/bootstrap.sh c1\n"
+	out, err := Render(c, Template{Family: AmazonLinux2, NodeGroupName: "ng", AMIID: "ami-123", UserData: own, Labels: map[string]string{"a": "b"}})
+	if err != nil || string(out) != own {
+		t.Fatalf("got %q, %v; want the user data as it is", out, err)
+	}
+}
+
+func TestParseFamily(t *testing.T) {
+	for in, want := range map[string]Family{"al2": AmazonLinux2, "AL2023": AmazonLinux2023, "bottlerocket": Bottlerocket, "WindowsServer2022FullContainer": Windows, "windows": Windows} {
+		if got, err := ParseFamily(in); err != nil || got != want {
+			t.Errorf("ParseFamily(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseFamily("Ubuntu2204"); err == nil || !strings.Contains(err.Error(), "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows") {
+		t.Errorf("error %v", err)
 	}
 }

@@ -46,7 +46,7 @@ func (r *renderer) windows() ([]byte, error) {
 			{"KubeletExtraArgs", strings.Join(extra, " ")}}
 	} else {
 		cidr := r.c.ServiceCIDR
-		if eksDefaultCIDRs[cidr] && r.dns != "" {
+		if r.cidrInferable() {
 			cidr = "" // Start-EKSBootstrap.ps1 infers it from the DNS address
 		}
 		params = []param{{"EKSClusterName", r.c.Name}, {"APIServerEndpoint", r.c.Endpoint}, {"Base64ClusterCA", r.caB64},
