@@ -100,8 +100,17 @@ $(BIN)/controller-gen: Makefile
 	fi
 	@touch $@
 
+# Nodes `make bench` joins at once, and flags added to `nodejoin bench join`.
+BENCH_NODES ?= 100
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: ## Run the benchmarks and print their figures
+bench: build ## Join BENCH_NODES (100) simulated nodes at once, then again with kube-controller-manager as the baseline, and print the table
+	@hack/build-tools.sh
+	$(BIN)/nodejoin bench join --nodes $(BENCH_NODES) --baseline kcm $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## Run the Go benchmarks (go test -bench) and print their figures
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: clean
