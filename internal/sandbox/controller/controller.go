@@ -142,7 +142,8 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.
-		mcfg.Addons = &addons.Options{Enabled: addons.Names, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
+		// aws-node is not among them until the sandbox wires the VPC network for it.
+		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
