@@ -1,9 +1,10 @@
 // Package manager runs the parts of nodejoin-controller in one controller-runtime
 // manager: on every replica the TokenReview webhook (with the NodeAccessEntry cache it
 // maps roles with), the health probes and the metrics; on the elected leader only, the
-// CSR approver and signer, the node initializer, the bootstrap-token cleanup and the
-// add-ons the cluster gets at creation (addons.go). nodejoin-controller runs it as a
-// process; `nodejoin up` runs it inside its own process.
+// CSR approver and signer, the node initializer, the NodeGroup controller, the
+// bootstrap-token cleanup and the add-ons the cluster gets at creation (addons.go).
+// nodejoin-controller runs it as a process; `nodejoin up` runs it inside its own
+// process.
 package manager
 
 import (
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -44,6 +46,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
@@ -77,6 +80,9 @@ type Config struct {
 	MaxExpiration time.Duration
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
 	CSRWorkers int
+	// CSRSigners, when set, limits the CSR controller to these kubelet signers (see
+	// csr.Controller.Signers); default both.
+	CSRSigners []string
 	// OnIssued, when set, is called after a certificate was issued.
 	OnIssued func(csrName string)
 	// InitializeNodes turns on (on the leader) the node initializer: it removes the
@@ -122,6 +128,9 @@ type Config struct {
 	// MetricsListener serves /metrics; HealthListener serves /healthz and /readyz.
 	MetricsListener net.Listener
 	HealthListener  net.Listener
+	// PprofListener, when set, serves net/http/pprof's /debug/pprof/ (CPU and heap
+	// profiles for `nodejoin bench join --profile`). Never expose it beyond loopback.
+	PprofListener net.Listener
 	// OnStarted, when set, is called once RBAC and CRDs are installed, the caches are
 	// filled and every part runs.
 	OnStarted func()
@@ -134,6 +143,12 @@ type Config struct {
 	Addons       *addons.Options
 	AddonsResync time.Duration
 	addonObjects []runtime.Object
+
+	// NodeGroups, when set, runs the NodeGroup controller on the leader
+	// (internal/nodegroup); its Log and Registry default to the manager's. With
+	// InstallCRDs the NodeGroup CRD is applied too, and with InstallRBAC and Controller
+	// the role it needs (rbac.ForNodeGroups).
+	NodeGroups *nodegroup.Options
 }
 
 // LeaderElection configures the Lease the leader holds.
@@ -151,7 +166,7 @@ type LeaderElection struct {
 // process restarts and campaigns again, as controller-runtime's managers do.
 func Run(ctx context.Context, cfg Config) error {
 	err := run(ctx, &cfg)
-	for _, l := range []net.Listener{cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener} {
+	for _, l := range []net.Listener{cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener, cfg.PprofListener} {
 		if l != nil {
 			_ = l.Close()
 		}
@@ -199,7 +214,8 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0, "leaderElection", cfg.LeaderElection != nil)
+	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0,
+		"nodegroups", cfg.NodeGroups != nil, "leaderElection", cfg.LeaderElection != nil)
 	return mgr.Start(ctx)
 }
 
@@ -274,13 +290,23 @@ func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) err
 				return fmt.Errorf("installing the add-ons' RBAC: %w", err)
 			}
 		}
+		if cfg.NodeGroups != nil && cfg.Controller != nil {
+			if err := rbac.ApplyObjects(ctx, client, rbac.ForNodeGroups(cfg.Controller), Component); err != nil {
+				return fmt.Errorf("installing the node groups' RBAC: %w", err)
+			}
+		}
 	}
 	if cfg.InstallCRDs {
 		dyn, err := dynamic.NewForConfig(cfg.REST)
 		if err != nil {
 			return err
 		}
-		return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD)
+		if err := ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+			return err
+		}
+		if cfg.NodeGroups != nil {
+			return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeGroupCRD)
+		}
 	}
 	return nil
 }
@@ -344,6 +370,14 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 			return err
 		}
 	}
+	if l := cfg.PprofListener; l != nil {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		if err := mgr.Add(server("pprof", mux, l)); err != nil {
+			return err
+		}
+	}
 	if l := cfg.HealthListener; l != nil {
 		mux := http.NewServeMux()
 		probe := func(path string, checks map[string]healthz.Checker) {
@@ -361,7 +395,7 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 }
 
 // addLeaderParts adds what only the leader runs: the CSR controller, the node
-// initializer and the cleanup of expired bootstrap tokens.
+// initializer, the NodeGroup controller and the cleanup of expired bootstrap tokens.
 func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
 	rec := mgr.GetEventRecorder(Component)
 	if cfg.Signer != nil {
@@ -374,6 +408,7 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 			Metrics:  csr.NewMetrics(cfg.Registry),
 			OnIssued: cfg.OnIssued,
 			Recorder: rec,
+			Signers:  cfg.CSRSigners,
 		}
 		if err := c.SetupWithManager(mgr, cfg.CSRWorkers); err != nil {
 			return fmt.Errorf("setting up the CSR controller: %w", err)
@@ -383,6 +418,22 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
+		}
+	}
+	if cfg.NodeGroups != nil {
+		o := *cfg.NodeGroups
+		if o.Log == nil {
+			o.Log = cfg.Log.With("part", "nodegroups")
+		}
+		if o.Registry == nil {
+			o.Registry = cfg.Registry
+		}
+		r, err := nodegroup.New(mgr.GetClient(), mgr.GetAPIReader(), rec, o)
+		if err != nil {
+			return err
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the NodeGroup controller: %w", err)
 		}
 	}
 	if cfg.addonObjects != nil {

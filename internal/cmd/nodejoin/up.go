@@ -81,7 +81,7 @@ func upCommand() *cobra.Command {
 func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) (sandbox.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
-		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/24: %w", o.nodeCIDR, err)
+		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/16: %w", o.nodeCIDR, err)
 	}
 	return sandbox.Options{
 		Name:     o.name,

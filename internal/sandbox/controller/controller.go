@@ -12,10 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
@@ -24,6 +28,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
@@ -55,13 +60,17 @@ type Config struct {
 // kube-apiserver calls, the CSR approver and signer, the node initializer, nodejoin's
 // roles and CRD.
 type Controller struct {
-	cloud  *localcloud.Cloud
-	failed chan struct{} // closed when the controller or the control plane stopped
-	done   chan struct{} // closed when the controller stopped
-	err    error         // set before done closes
-	cancel context.CancelFunc
-	logf   *os.File // nil unless Start opened LogFile
-	once   sync.Once
+	cloud *localcloud.Cloud
+	// ec2URL is EC2 as instances reach it (the bridge address in the cluster
+	// namespace); ec2Done reports that endpoint's end. Empty and nil in loopback mode.
+	ec2URL  string
+	ec2Done chan error
+	failed  chan struct{} // closed when the controller or the control plane stopped
+	done    chan struct{} // closed when the controller stopped
+	err     error         // set before done closes
+	cancel  context.CancelFunc
+	logf    *os.File // nil unless Start opened LogFile
+	once    sync.Once
 
 	mu    sync.Mutex
 	cpErr error // the control plane's failure
@@ -103,6 +112,19 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log); err != nil {
 		return fail(err)
 	}
+	if ns := cl.Namespace(); ns.Name != "" {
+		// Instances call EC2 too (the network add-on's ipamd): it is served for them
+		// inside the cluster namespace, on the bridge address, like the token webhook.
+		opts := cl.Options()
+		addr := netip.AddrPortFrom(opts.BridgeAddr(), EC2Port).String()
+		l, err := ns.Listen("tcp", addr)
+		if err != nil {
+			return fail(fmt.Errorf("listening for EC2 inside the cluster namespace: %w", err))
+		}
+		c.ec2URL, c.ec2Done = "http://"+addr, make(chan error, 1)
+		srv := &http.Server{Handler: c.cloud.EC2, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { c.ec2Done <- httpserver.Serve(ctx, srv, l) }()
+	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
 	p := cl.PKI()
 	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
@@ -142,8 +164,15 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.
-		// aws-node is not among them until the sandbox wires the VPC network for it.
-		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
+		opts := cl.Options()
+		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: opts.ServiceCIDR}
+		if c.ec2URL != "" {
+			// Local instances: the VPC network add-on, pods on VPC addresses (the node
+			// range, as kube-proxy's clusterCIDR is the VPC's on EKS).
+			mcfg.Addons.Enabled = addons.Names
+			mcfg.Addons.PodCIDR = opts.NodeCIDR
+			mcfg.Addons.AWSNode = AWSNodeOptions(cl.Name(), c.ec2URL, cfg.Region)
+		}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
@@ -168,6 +197,31 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return fail(fmt.Errorf("nodejoin-controller: %w", c.err))
 	}
 }
+
+// AWSNodeOptions configure aws-node for a cluster's local instances: they share the
+// host's filesystem, so one host directory (the instances' root base) is mounted, and
+// each node's directories are found through its symlink there by $(NODE_NAME)
+// (instance.NodesDir); ipamd calls the local EC2 at ec2URL.
+func AWSNodeOptions(cluster, ec2URL, region string) addons.AWSNodeOptions {
+	base := instance.RootBase(cluster)
+	node := path.Join(base, instance.NodesDir, "$(NODE_NAME)")
+	return addons.AWSNodeOptions{
+		SharedHostDir: base,
+		CNIBinDir:     path.Join(node, instance.CNIBinDir),
+		CNIConfDir:    path.Join(node, instance.CNIConfDir),
+		StateDir:      path.Join(node, "var/run/aws-node"),
+		LogDir:        path.Join(node, "var/log/aws-routed-eni"),
+		Region:        region,
+		EC2Endpoint:   ec2URL,
+	}
+}
+
+// EC2Port is EC2's port on the bridge address inside the cluster namespace.
+const EC2Port = 8773
+
+// EC2InternalURL is EC2's endpoint as instances reach it (AWS_ENDPOINT_URL_EC2 of the
+// network add-on); empty without a cluster namespace.
+func (c *Controller) EC2InternalURL() string { return c.ec2URL }
 
 // Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
 func (c *Controller) Cloud() *localcloud.Cloud { return c.cloud }
@@ -205,6 +259,9 @@ func (c *Controller) Stop() error {
 	c.cancel()
 	<-c.done
 	err := errors.Join(c.err, c.cloud.Wait())
+	if c.ec2Done != nil {
+		err = errors.Join(err, <-c.ec2Done)
+	}
 	c.closeLog()
 	return err
 }

@@ -37,6 +37,8 @@ type InstanceRecord struct {
 
 	// nics are the attached interfaces, in a record shown to callers.
 	nics []NetworkInterface
+	// Tags are the instance's tags (WithTags).
+	Tags map[string]string
 }
 
 // LaunchOption sets what Instance does not describe on a launched instance.
@@ -239,6 +241,7 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	c.UserData = slices.Clone(r.UserData)
 	c.SecondaryPrivateIPv4s = slices.Clone(r.SecondaryPrivateIPv4s)
 	c.nics = slices.Clone(r.nics)
+	c.Tags = maps.Clone(r.Tags)
 	return &c
 }
 

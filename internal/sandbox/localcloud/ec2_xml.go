@@ -5,7 +5,9 @@ package localcloud
 import (
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -57,6 +59,7 @@ type ec2InstanceXML struct {
 		ID  string `xml:"id"`
 	} `xml:"iamInstanceProfile,omitempty"`
 	NetworkInterfaces itemSet[ec2NetworkInterfaceXML] `xml:"networkInterfaceSet"`
+	Tags              []EC2Tag                        `xml:"tagSet>item,omitempty"`
 	StateReason       *struct {
 		Code    string `xml:"code"`
 		Message string `xml:"message"`
@@ -124,6 +127,9 @@ func reservationXML(r *InstanceRecord) ec2ReservationXML {
 			ARN string `xml:"arn"`
 			ID  string `xml:"id"`
 		}{instanceProfileARN(r.AccountID, r.Role), instanceProfileID(r.Role)}
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
+		x.Tags = append(x.Tags, EC2Tag{k, r.Tags[k]})
 	}
 	if r.State == "terminated" || r.State == "stopped" {
 		x.Reason = "User initiated"
