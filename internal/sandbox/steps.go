@@ -72,7 +72,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name)})
+			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit})
 		s.sandbox.controller = c
 		return err
 	})
