@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -40,6 +41,10 @@ type Controller struct {
 	Metrics *Metrics
 	// Recorder, when set, records an Event about each decision and issued certificate.
 	Recorder events.EventRecorder
+	// Signers, when set, limits the controller to CSRs of these of the two kubelet
+	// signers; CSRs of the others are left to another approver and signer (such as
+	// kube-controller-manager's for client certificates, as upstream clusters have it).
+	Signers []string
 
 	// reader reads CSRs from the manager's cache.
 	reader client.Reader
@@ -49,9 +54,18 @@ type Controller struct {
 // once (at least one).
 func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	c.reader = mgr.GetClient()
+	signers := c.Signers
+	if len(signers) == 0 {
+		signers = []string{SignerKubeletServing, SignerKubeletClient}
+	}
+	for _, s := range signers {
+		if s != SignerKubeletServing && s != SignerKubeletClient {
+			return fmt.Errorf("signer %q: want %s or %s", s, SignerKubeletServing, SignerKubeletClient)
+		}
+	}
 	kubelets := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		csr, ok := o.(*certificatesv1.CertificateSigningRequest)
-		return ok && (csr.Spec.SignerName == SignerKubeletServing || csr.Spec.SignerName == SignerKubeletClient)
+		return ok && slices.Contains(signers, csr.Spec.SignerName)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("certificatesigningrequest").
@@ -77,6 +91,16 @@ func NewAccessReview(client kubernetes.Interface) AccessReview {
 		out, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		if err != nil {
 			return false, fmt.Errorf("SubjectAccessReview: %w", err)
+		}
+		if !out.Status.Allowed {
+			// A kube-apiserver that has just started answers reviews before its
+			// authorizer has loaded the RBAC policy, and denies everything then (found
+			// by `nodejoin bench join --fault apiserver-restart`). A denial counts only
+			// from a server that reports itself ready (its informers synced); otherwise
+			// the CSR is retried. Nothing is approved without an allowed review.
+			if _, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+				return false, fmt.Errorf("SubjectAccessReview denied while kube-apiserver is not ready, retrying: %w", err)
+			}
 		}
 		return out.Status.Allowed, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ type Config struct {
 	MaxExpiration time.Duration
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
 	CSRWorkers int
+	// CSRSigners, when set, limits the CSR controller to these kubelet signers (see
+	// csr.Controller.Signers); default both.
+	CSRSigners []string
 	// OnIssued, when set, is called after a certificate was issued.
 	OnIssued func(csrName string)
 	// InitializeNodes turns on (on the leader) the node initializer: it removes the
@@ -124,6 +128,9 @@ type Config struct {
 	// MetricsListener serves /metrics; HealthListener serves /healthz and /readyz.
 	MetricsListener net.Listener
 	HealthListener  net.Listener
+	// PprofListener, when set, serves net/http/pprof's /debug/pprof/ (CPU and heap
+	// profiles for `nodejoin bench join --profile`). Never expose it beyond loopback.
+	PprofListener net.Listener
 	// OnStarted, when set, is called once RBAC and CRDs are installed, the caches are
 	// filled and every part runs.
 	OnStarted func()
@@ -159,7 +166,7 @@ type LeaderElection struct {
 // process restarts and campaigns again, as controller-runtime's managers do.
 func Run(ctx context.Context, cfg Config) error {
 	err := run(ctx, &cfg)
-	for _, l := range []net.Listener{cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener} {
+	for _, l := range []net.Listener{cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener, cfg.PprofListener} {
 		if l != nil {
 			_ = l.Close()
 		}
@@ -363,6 +370,14 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 			return err
 		}
 	}
+	if l := cfg.PprofListener; l != nil {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		if err := mgr.Add(server("pprof", mux, l)); err != nil {
+			return err
+		}
+	}
 	if l := cfg.HealthListener; l != nil {
 		mux := http.NewServeMux()
 		probe := func(path string, checks map[string]healthz.Checker) {
@@ -393,6 +408,7 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 			Metrics:  csr.NewMetrics(cfg.Registry),
 			OnIssued: cfg.OnIssued,
 			Recorder: rec,
+			Signers:  cfg.CSRSigners,
 		}
 		if err := c.SetupWithManager(mgr, cfg.CSRWorkers); err != nil {
 			return fmt.Errorf("setting up the CSR controller: %w", err)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,6 +44,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }
 
+// The client-side rate limit towards the API server. client-go's own default (5 a
+// second, bursts of 10) held a burst of joining nodes back: each node costs the
+// controller about six requests (two SubjectAccessReviews, two approvals, two
+// certificates) and the node initializer's. kube-controller-manager's default is 20/30.
+const (
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
+)
+
 // options are the flags of `run` (all of them) and `webhook` (the webhook's).
 type options struct {
 	kubeconfig string
@@ -70,8 +80,12 @@ type options struct {
 	leaseDuration, renewDeadline, retry   time.Duration
 	controllerUser                        string
 	tokenCleanup                          time.Duration
-	metricsAddr, healthAddr               string
+	metricsAddr, healthAddr, pprofAddr    string
+	cpuProfile                            string
 	csrWorkers                            int
+	csrSigners                            []string
+	kubeAPIQPS                            float32
+	kubeAPIBurst                          int
 	addons                                addonFlags
 	nodegroups                            nodeGroupFlags
 }
@@ -111,6 +125,9 @@ func runCommand() *cobra.Command {
 	f.DurationVar(&o.clientMaxDuration, "client-cert-max-duration", csr.DefaultClientMaxDuration, "longest lifetime of a kubelet client certificate, whatever its CSR asks (the kubelet rotates it well before)")
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
 	f.IntVar(&o.csrWorkers, "csr-workers", manager.DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
+	f.StringSliceVar(&o.csrSigners, "csr-signers", nil, "settle only the CSRs of these kubelet signers (default both: kubernetes.io/kubelet-serving,kubernetes.io/kube-apiserver-client-kubelet)")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", "serve Go's /debug/pprof/ profiles at http://ADDR (default: off; loopback only)")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to FILE when the controller stops")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "run the CSR controller only while holding the nodejoin-controller Lease")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", "kube-system", "namespace of the leader-election Lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's name in leader election (default: the host name)")
@@ -165,6 +182,8 @@ func (o *options) commonFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
 	f.StringVar(&o.stsCABundle, "sts-ca-bundle", "", "PEM CAs to trust for STS (default: the system's)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
+	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "requests a second to the API server, sustained (client-side rate limit)")
+	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "requests to the API server in a burst above --kube-api-qps")
 }
 
 func (o *options) validate(signing bool) error {
@@ -304,6 +323,7 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 		return fmt.Errorf("--csr-workers %d: want at least 1", o.csrWorkers)
 	}
 	cfg.CSRWorkers = o.csrWorkers
+	cfg.CSRSigners = o.csrSigners
 	if o.controllerUser != "" {
 		u := rbac.User(o.controllerUser)
 		cfg.Controller = &u
@@ -350,6 +370,10 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 	if cfg.REST, err = restConfig(o.kubeconfig); err != nil {
 		return err
 	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
+		return fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d: want both above 0", o.kubeAPIQPS, o.kubeAPIBurst)
+	}
+	cfg.REST.QPS, cfg.REST.Burst = o.kubeAPIQPS, o.kubeAPIBurst
 	inv, err := o.open(ctx)
 	if err != nil {
 		return err
@@ -390,5 +414,33 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 		closeAll(cfg.WebhookListener, cfg.MetricsListener)
 		return err
 	}
+	if cfg.PprofListener, err = listen(ctx, o.pprofAddr, "pprof"); err != nil {
+		closeAll(cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener)
+		return err
+	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			closeAll(cfg.WebhookListener, cfg.MetricsListener, cfg.HealthListener, cfg.PprofListener)
+			return err
+		}
+		defer stop()
+	}
 	return manager.Run(ctx, cfg)
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned function runs.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

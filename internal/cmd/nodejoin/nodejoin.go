@@ -35,7 +35,7 @@ func rootCommand() *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
-		deprecatedNodeCommand(), deprecatedIMDSCommand())
+		benchCommand(), deprecatedNodeCommand(), deprecatedIMDSCommand())
 	root.AddCommand(userdataCommand())
 	return root
 }

@@ -77,8 +77,18 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		return err
 	}
 	p := c.pki
+	ctrls, upstream := controllers, []string(nil)
+	if c.opts.UpstreamKubeletClientCSRs {
+		// KCM's approver and the kube-apiserver-client-kubelet signer for client
+		// certificates (the benchmark's baseline); kubelet-serving stays unset.
+		ctrls = "*"
+		upstream = []string{
+			"--cluster-signing-kubelet-client-cert-file=" + p.CA.Cert,
+			"--cluster-signing-kubelet-client-key-file=" + p.CA.Key,
+		}
+	}
 	return c.startComponent(ctx, toolbin.KubeControllerManager, controllerManagerPort, func(port int) []string {
-		return append([]string{bin,
+		return append(append([]string{bin,
 			"--kubeconfig=" + kubeconfig,
 			// Delegated authentication and authorization for its HTTPS endpoints, so that
 			// /metrics can be read with a client certificate of the cluster CA.
@@ -89,7 +99,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 			// bound to the bootstrap system:controller:* roles; KCM's own identity may
 			// only read and mint those accounts' tokens (TokenRequest).
 			"--use-service-account-credentials=true",
-			"--controllers=" + controllers,
+			"--controllers=" + ctrls,
 			// Only the kubernetes.io/kube-apiserver-client signer: setting one signer's
 			// files keeps the other three loops (kubelet-serving,
 			// kube-apiserver-client-kubelet, legacy-unknown) from starting, so every
@@ -109,7 +119,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 			"--cluster-name=" + c.opts.Name,
 			"--leader-elect=true",
 			"--profiling=false",
-		}, servingArgs(p, port)...)
+		}, upstream...), servingArgs(p, port)...)
 	})
 }
 

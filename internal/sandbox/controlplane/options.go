@@ -100,6 +100,12 @@ type Options struct {
 	// (node lifecycle taints, garbage collection, service accounts) leave their objects
 	// alone and the test machine runs two daemons fewer.
 	APIServerOnly bool
+	// UpstreamKubeletClientCSRs makes kube-controller-manager approve (csrapproving) and
+	// sign (the kubernetes.io/kube-apiserver-client-kubelet signer) kubelet client
+	// certificates, as upstream clusters do, instead of leaving them to
+	// nodejoin-controller: the baseline `nodejoin bench join --baseline kcm` measures
+	// against. Serving certificates stay nodejoin-controller's either way.
+	UpstreamKubeletClientCSRs bool
 	// UnsafeNoFsync makes etcd skip fsync: faster, and fine for throw-away test clusters.
 	UnsafeNoFsync bool
 	// ReadyTimeout bounds the wait for each daemon to become ready. Default 2 minutes.

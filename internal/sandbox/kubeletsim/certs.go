@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,6 +99,13 @@ func (k *Kubelet) credentials(ctx context.Context) (*credentials, error) {
 		if cfg.ExecProvider.InteractiveMode == "" {
 			cfg.ExecProvider.InteractiveMode = clientcmdapi.NeverExecInteractiveMode
 		}
+		return &credentials{rest: cfg}, nil
+	}
+	if k.cfg.Token != nil {
+		cfg := k.baseREST()
+		cfg.TLSClientConfig = rest.TLSClientConfig{CAData: k.cfg.CAData}
+		src := &tokenSource{get: k.cfg.Token}
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &bearer{src: src, next: rt} }
 		return &credentials{rest: cfg}, nil
 	}
 	if kept := k.cfg.ClientCertificate; kept != nil && kept.Leaf != nil && time.Now().Before(kept.Leaf.NotAfter) {
@@ -474,4 +482,44 @@ func (k *Kubelet) runClientRotation(ctx context.Context) {
 			c.conns.CloseAll()
 		},
 	})
+}
+
+// tokenSource caches Config.Token's token until its refresh time.
+type tokenSource struct {
+	get func(context.Context) (string, time.Time, error)
+
+	mu        sync.Mutex
+	token     string
+	refreshAt time.Time
+}
+
+func (s *tokenSource) current(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token != "" && time.Now().Before(s.refreshAt) {
+		return s.token, nil
+	}
+	tok, at, err := s.get(ctx)
+	if err != nil {
+		return "", fmt.Errorf("getting the node's token: %w", err)
+	}
+	s.token, s.refreshAt = tok, at
+	return tok, nil
+}
+
+// bearer sets the token source's token on each request, as client-go does with a
+// credential plugin's.
+type bearer struct {
+	src  *tokenSource
+	next http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := b.src.current(req.Context())
+	if err != nil {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return b.next.RoundTrip(req)
 }

@@ -92,6 +92,10 @@ type Config struct {
 	// kubernetes.io/kube-apiserver-client-kubelet CSR and rotate it.
 	Exec           *clientcmdapi.ExecConfig
 	BootstrapToken string
+	// Token, instead of Exec, gives the node's bearer token in this process (a
+	// benchmark of a thousand nodes would otherwise run a thousand credential
+	// plugins): it returns the token and when to ask for a new one.
+	Token func(ctx context.Context) (token string, refreshAt time.Time, err error)
 	// ClientCertificate, with BootstrapToken, is a client certificate kept from an
 	// earlier run of this node, as the kubelet keeps kubelet-client-current.pem: while
 	// it is valid it is used instead of bootstrapping again (a registered node's
@@ -142,13 +146,23 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("kubeletsim: node %s: the API server's URL and CA are required", cfg.NodeName)
 	}
 	switch {
-	case (cfg.Exec == nil) == (cfg.BootstrapToken == ""):
-		return fmt.Errorf("kubeletsim: node %s: give exactly one of an exec credential plugin and a bootstrap token", cfg.NodeName)
+	case countSet(cfg.Exec != nil, cfg.BootstrapToken != "", cfg.Token != nil) != 1:
+		return fmt.Errorf("kubeletsim: node %s: give exactly one of an exec credential plugin, a token source and a bootstrap token", cfg.NodeName)
 	case cfg.BootstrapToken != "" && !bootstrapTokenRE.MatchString(cfg.BootstrapToken):
 		// Never echo the token.
 		return fmt.Errorf("kubeletsim: node %s: the bootstrap token is not of the form <6 characters>.<16 characters>", cfg.NodeName)
 	}
 	return nil
+}
+
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func (cfg *Config) setDefaults() {

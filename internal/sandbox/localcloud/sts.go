@@ -30,6 +30,14 @@ type STS struct {
 
 	mu     sync.Mutex
 	issued map[string]issuedCredentials // access key ID →
+	calls  int
+}
+
+// Calls counts the GetCallerIdentity requests received (benchmarks report them).
+func (s *STS) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
 }
 
 type issuedCredentials struct {
@@ -136,6 +144,7 @@ func (s *STS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	s.calls++
 	c, ok := s.issued[cred[0]]
 	s.mu.Unlock()
 	now := s.now()

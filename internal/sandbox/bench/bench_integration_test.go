@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/cmd/controller"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+// runAsEnv makes the test binary run as nodejoin-controller: the benchmark runs the
+// controller as a child process, and the test gives it this binary.
+const runAsEnv = "BENCH_TEST_RUN_AS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsEnv) == "nodejoin-controller" {
+		os.Exit(cli.Main(controller.Run))
+	}
+	os.Exit(m.Run())
+}
+
+// testOptions runs n nodes with this binary as the controller.
+func testOptions(t *testing.T, n int) Options {
+	testenv.RequireIntegration(t)
+	dir := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.KubeControllerManager, toolbin.KubeScheduler)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Nodes: n, BinDir: dir, ControllerBin: self, ControllerEnv: []string{runAsEnv + "=nodejoin-controller"},
+		StateDir: t.TempDir(), Timeout: 5 * time.Minute, Progress: testWriter{t}}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// checkJoined asserts correctness, never timing: every node joined, every CSR was
+// issued once, none left pending or denied.
+func checkJoined(t *testing.T, what string, r *Report, n int, clientCSRs bool) {
+	t.Helper()
+	wantCSRs := n
+	if clientCSRs {
+		wantCSRs = 2 * n
+	}
+	switch {
+	case r == nil:
+		t.Fatalf("%s: no report", what)
+	case r.Nodes != n || len(r.JoinedSeconds) != n:
+		t.Errorf("%s: %d nodes, %d join times; want %d", what, r.Nodes, len(r.JoinedSeconds), n)
+	case r.LeftPending != 0 || r.Denied != 0 || r.IssuedTwice != 0:
+		t.Errorf("%s: %d left pending, %d denied, %d issued twice; want none", what, r.LeftPending, r.Denied, r.IssuedTwice)
+	case r.CSRs < wantCSRs || r.CSRCreateToIssuedMS.N < wantCSRs:
+		t.Errorf("%s: %d CSRs, %d issued; want at least %d", what, r.CSRs, r.CSRCreateToIssuedMS.N, wantCSRs)
+	case r.AllIssuedSeconds <= 0 || r.AllIssuedSeconds < r.JoinedSeconds[0]:
+		t.Errorf("%s: all issued at %vs, first join at %vs", what, r.AllIssuedSeconds, r.JoinedSeconds[0])
+	case r.ControllerPeakRSSMiB <= 0 || r.APIRequestsPerNode <= 0:
+		t.Errorf("%s: controller peak %v MiB, %v API requests per node: not measured", what, r.ControllerPeakRSSMiB, r.APIRequestsPerNode)
+	}
+}
+
+func TestBurstWithBaseline(t *testing.T) {
+	o := testOptions(t, 5)
+	o.Baseline = BaselineKCM
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJoined(t, "nodejoin", r, 5, true)
+	checkJoined(t, "kcm", r.Baseline, 5, true)
+	if r.Approver != "nodejoin" || r.Baseline.Approver != BaselineKCM || r.RatioAllIssued <= 0 {
+		t.Errorf("approvers %q and %q, ratio %v", r.Approver, r.Baseline.Approver, r.RatioAllIssued)
+	}
+}
+
+func TestBurstAWSIAM(t *testing.T) {
+	o := testOptions(t, 5)
+	o.Identity = IdentityAWSIAM
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJoined(t, "aws-iam", r, 5, false)
+	if r.TokenReviews < 5 || r.CloudCalls.STS < 5 {
+		t.Errorf("%d token reviews and %d STS calls for 5 nodes: the webhook was not used", r.TokenReviews, r.CloudCalls.STS)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	for _, fault := range []string{FaultAPIServerRestart, FaultLeaderKill} {
+		t.Run(fault, func(t *testing.T) {
+			o := testOptions(t, 6)
+			o.Fault = fault
+			r, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkJoined(t, "clean", r, 6, true)
+			if r.Fault == nil || r.Fault.Kind != fault {
+				t.Fatalf("no %s run in the report", fault)
+			}
+			checkJoined(t, fault, r.Fault.Run, 6, true)
+		})
+	}
+}
