@@ -250,7 +250,8 @@ func awsNode(o *Options) []runtime.Object {
 						Name:            AWSNode,
 						Image:           a.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command: []string{NetagentPath, "ipamd",
+						// The bin dir too: ipamd checks the init container installed the plugin.
+						Command: []string{NetagentPath, "ipamd", "--cni-bin-dir=" + a.CNIBinDir,
 							"--cni-conf-dir=" + a.CNIConfDir, "--state-dir=" + a.StateDir, "--log-dir=" + a.LogDir},
 						Env: env,
 						Ports: []corev1.ContainerPort{

@@ -3,11 +3,15 @@ package csr
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // IssuedConfigMapName is the kube-system ConfigMap that records, by instance ID, the
@@ -16,11 +20,25 @@ const IssuedConfigMapName = "nodejoin-bootstrap-client-certificates"
 
 // ConfigMapRecord is an IssuedRecord kept in a ConfigMap, so that it survives restarts
 // and a new leader. Writes carry the ConfigMap's resourceVersion: two claims at once
-// conflict instead of both succeeding.
+// conflict instead of both succeeding. Claims made at the same time are written
+// together (group commit): during a burst of joining nodes every CSR worker claims in
+// this one ConfigMap, and one write per claim would make them conflict with each other.
 type ConfigMapRecord struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the ConfigMap; defaults kube-system, IssuedConfigMapName.
 	Namespace, Name string
+
+	mu      sync.Mutex
+	pending []*claimRequest
+	writing bool
+}
+
+// claimRequest is one Claim waiting for the write that carries it.
+type claimRequest struct {
+	instanceID, csrName string
+	holder              string
+	err                 error
+	done                chan struct{}
 }
 
 func (r *ConfigMapRecord) names() (string, string) {
@@ -48,32 +66,103 @@ func (r *ConfigMapRecord) IssuedFor(ctx context.Context, instanceID string) (str
 }
 
 // Claim records csrName for the instance unless another CSR holds it, and returns the
-// holder. A conflict with another writer is returned as an error (retry).
+// holder. The claims of all callers waiting at the time go into one write; the caller
+// that finds no write under way makes it, and the others wait for it.
 func (r *ConfigMapRecord) Claim(ctx context.Context, instanceID, csrName string) (string, error) {
+	req := &claimRequest{instanceID: instanceID, csrName: csrName, done: make(chan struct{})}
+	r.mu.Lock()
+	r.pending = append(r.pending, req)
+	lead := !r.writing
+	r.writing = true
+	r.mu.Unlock()
+	if lead {
+		r.flush(ctx)
+	}
+	select {
+	case <-req.done:
+		return req.holder, req.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// flush writes pending claims, batch after batch, until none are left.
+func (r *ConfigMapRecord) flush(ctx context.Context) {
+	// The batch holds other callers' claims too: it is not cut short by this caller's
+	// context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for {
+		r.mu.Lock()
+		batch := r.pending
+		r.pending = nil
+		if len(batch) == 0 {
+			r.writing = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		err := retry.RetryOnConflict(claimBackoff, func() error { return r.claimAll(ctx, batch) })
+		for _, req := range batch {
+			if err != nil {
+				req.holder, req.err = "", err
+			}
+			close(req.done)
+		}
+	}
+}
+
+// claimBackoff spaces the attempts of a write that conflicts with another writer (a
+// former leader, another controller), jittered so that they do not collide again.
+var claimBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
+
+// claimAll reads the ConfigMap and records each claim of the batch whose instance has
+// no holder yet (the first claim of an instance in the batch wins), then writes it
+// once, carrying the resourceVersion read. Each request's holder is set.
+func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) error {
 	ns, name := r.names()
 	cms := r.Client.CoreV1().ConfigMaps(ns)
 	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{instanceID: csrName}}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return "", fmt.Errorf("creating ConfigMap %s/%s: %w", ns, name, err)
-		}
-		return csrName, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
-	}
-	if holder := cm.Data[instanceID]; holder != "" {
-		return holder, nil
+	exists := err == nil
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	case err != nil:
+		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
 	}
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[instanceID] = csrName
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		return "", fmt.Errorf("updating ConfigMap %s/%s: %w", ns, name, err)
+	changed := false
+	for _, req := range batch {
+		if holder := cm.Data[req.instanceID]; holder != "" {
+			req.holder = holder
+			continue
+		}
+		cm.Data[req.instanceID] = req.csrName
+		req.holder = req.csrName
+		changed = true
 	}
-	return csrName, nil
+	switch {
+	case !changed:
+		return nil
+	case !exists:
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// Created meanwhile by another writer: read it again.
+				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
+			}
+			return fmt.Errorf("creating ConfigMap %s/%s: %w", ns, name, err)
+		}
+	default:
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("updating ConfigMap %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil
 }
 
 // NewNodeRegistered returns a Policy.NodeRegistered that asks the API server.

@@ -251,18 +251,33 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
 	}
 	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
+	bootstrap := strings.HasPrefix(user, bootstrapUserPrefix)
+	// Once the review allowed the request (and never before: a requester without the
+	// right costs no cloud call), a bootstrap CSR's two lookups — the instance and the
+	// Node — run at once, as each is a round trip; they are checked in order below.
+	var registered bool
+	var regErr error
+	regDone := make(chan struct{})
+	if bootstrap {
+		go func() {
+			defer close(regDone)
+			registered, regErr = p.NodeRegistered(ctx, node)
+		}()
+	} else {
+		close(regDone)
+	}
 	inst, d, err := p.runningInstance(ctx, node)
+	<-regDone
 	if d != nil || err != nil {
 		return d, err
 	}
-	if !strings.HasPrefix(user, bootstrapUserPrefix) {
+	if !bootstrap {
 		return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
 	}
 	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
 	// gets a first client certificate only for a node that has none yet.
-	registered, err := p.NodeRegistered(ctx, node)
-	if err != nil {
-		return nil, fmt.Errorf("looking up Node %s: %w", node, err)
+	if regErr != nil {
+		return nil, fmt.Errorf("looking up Node %s: %w", node, regErr)
 	}
 	if registered {
 		return deny(ReasonAlreadyJoined, "node %s is already registered; a bootstrap token cannot take it over", node), nil

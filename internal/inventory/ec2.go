@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,7 +51,19 @@ type EC2Options struct {
 	NegativeCacheTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// BatchWindow is how long a lookup by node name waits for others to share its
+	// DescribeInstances call (one call names up to maxBatch nodes): 0 means
+	// DefaultBatchWindow, a negative value one call per node.
+	BatchWindow time.Duration
 }
+
+// DefaultBatchWindow is EC2Options.BatchWindow's default: short against a CSR's
+// settling, long enough that the nodes of a burst share calls.
+const DefaultBatchWindow = 10 * time.Millisecond
+
+// maxBatch is how many node names one DescribeInstances call asks for: EC2 takes up
+// to 200 values in one filter.
+const maxBatch = 200
 
 // EC2 is the inventory of an AWS account's instances, read through EC2
 // DescribeInstances and IAM GetInstanceProfile. Node names are the instances' private
@@ -71,6 +84,21 @@ type EC2 struct {
 
 	cache  *cache.LRUExpireCache // nil when caching is off
 	flight singleflight.Group
+
+	window time.Duration
+	mu     sync.Mutex
+	batch  *nodeBatch // gathering names; nil when none is
+}
+
+// nodeBatch is one DescribeInstances call by private DNS name for several nodes.
+type nodeBatch struct {
+	names []string
+	once  sync.Once
+	done  chan struct{}
+	// found holds the instances described, by lower-case private DNS name; err the
+	// call's error. Both are set before done closes.
+	found map[string][]described
+	err   error
 }
 
 // cacheKey is a key of EC2's cache: a node name, an instance ID or an instance profile name.
@@ -113,6 +141,10 @@ func NewEC2(cfg aws.Config, o EC2Options) *EC2 {
 		ttl:         o.CacheTTL,
 		negativeTTL: o.NegativeCacheTTL,
 		now:         o.Now,
+		window:      o.BatchWindow,
+	}
+	if e.window == 0 {
+		e.window = DefaultBatchWindow
 	}
 	if e.ttl == 0 {
 		e.ttl = DefaultCacheTTL
@@ -146,9 +178,7 @@ func (e *EC2) InstanceForNode(ctx context.Context, node string) (*Instance, erro
 		return nil, ErrNotFound
 	}
 	return e.lookup(ctx, cacheKey{byNode, node}, func(ctx context.Context) (*Instance, error) {
-		found, err := e.describe(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-			{Name: aws.String("private-dns-name"), Values: []string{filterValue.Replace(node)}},
-		}})
+		found, err := e.describeNode(ctx, node)
 		if err != nil {
 			return nil, fmt.Errorf("describing the instance of node %s: %w", node, err)
 		}
@@ -177,6 +207,76 @@ func (e *EC2) InstanceForNode(ctx context.Context, node string) (*Instance, erro
 		}
 		return inst, nil
 	})
+}
+
+// describeNode returns the instances whose private DNS name may be the node's (the
+// caller checks the name again). Lookups within the batch window share one
+// DescribeInstances call that filters on all their names: a burst of joining nodes
+// costs the cloud one call per batch, not one per node.
+func (e *EC2) describeNode(ctx context.Context, node string) ([]described, error) {
+	if e.window < 0 {
+		return e.describe(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("private-dns-name"), Values: []string{filterValue.Replace(node)}},
+		}})
+	}
+	e.mu.Lock()
+	b := e.batch
+	if b == nil {
+		b = &nodeBatch{done: make(chan struct{})}
+		e.batch = b
+		time.AfterFunc(e.window, func() { e.runBatch(b) })
+	}
+	b.names = append(b.names, node)
+	full := len(b.names) == maxBatch
+	if full {
+		e.batch = nil
+	}
+	e.mu.Unlock()
+	if full {
+		go e.runBatch(b)
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.found[strings.ToLower(node)], nil
+}
+
+// runBatch makes a batch's call, once: on its timer, or as soon as it is full.
+func (e *EC2) runBatch(b *nodeBatch) {
+	e.mu.Lock()
+	if e.batch == b {
+		e.batch = nil
+	}
+	e.mu.Unlock()
+	b.once.Do(func() { e.describeBatch(b) })
+}
+
+// describeBatch makes a batch's DescribeInstances call and closes its done.
+func (e *EC2) describeBatch(b *nodeBatch) {
+	values := make([]string, 0, len(b.names))
+	for _, n := range b.names {
+		if v := filterValue.Replace(n); !slices.Contains(values, v) {
+			values = append(values, v)
+		}
+	}
+	// The call serves many callers: none of their contexts bounds it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	found, err := e.describe(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("private-dns-name"), Values: values},
+	}})
+	b.found = map[string][]described{}
+	for _, d := range found {
+		name := strings.ToLower(aws.ToString(d.PrivateDnsName))
+		b.found[name] = append(b.found[name], d)
+	}
+	b.err = err
+	close(b.done)
 }
 
 // Instance returns the instance with an ID, or ErrNotFound.

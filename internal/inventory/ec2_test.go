@@ -488,3 +488,40 @@ func TestEC2NegativeCacheTTLOption(t *testing.T) {
 		}
 	}
 }
+
+// Lookups of many nodes at once share DescribeInstances calls, and each gets its own
+// instance (or ErrNotFound) out of the shared answer.
+func TestEC2BatchesNodeLookups(t *testing.T) {
+	c := newCloud(t, 0, nil)
+	c.inv = c.newInventory(EC2Options{BatchWindow: time.Second}) // long: every lookup joins the first batch
+	const n = 60
+	for i := 1; i <= n; i++ {
+		c.launch(t, i, "nodes")
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n+2)
+	ids := make([]string, n+2)
+	for i := 1; i <= n+1; i++ { // node n+1 has no instance
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst, err := c.inv.InstanceForNode(context.Background(), nodeName(i))
+			errs[i] = err
+			if err == nil {
+				ids[i] = inst.ID
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 1; i <= n; i++ {
+		if errs[i] != nil || ids[i] != instanceID(i) {
+			t.Errorf("node %d: %q, %v; want %s", i, ids[i], errs[i], instanceID(i))
+		}
+	}
+	if !errors.Is(errs[n+1], ErrNotFound) {
+		t.Errorf("node without an instance: %v, want ErrNotFound", errs[n+1])
+	}
+	if calls := c.ec2.Calls(); calls != 1 {
+		t.Errorf("EC2 calls for %d concurrent lookups = %d, want 1", n+1, calls)
+	}
+}

@@ -193,6 +193,8 @@ func TestBindingSubjectsAllowList(t *testing.T) {
 		"nodejoin:kubelet-bootstrap": {"Group/system:bootstrappers"},
 		"nodejoin:selfnodeclient":    {"Group/system:nodes"},
 		ControllerRole:               {"ServiceAccount/nodejoin-controller"},
+		// Windows nodes' kube-proxy (system:node-proxier), as EKS binds it.
+		"eks:kube-proxy-windows": {"Group/eks:kube-proxy-windows"},
 	}
 	for _, b := range For(&ServiceAccount).ClusterRoleBindings {
 		want, ok := allowed[b.Name]

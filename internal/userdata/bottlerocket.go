@@ -82,6 +82,13 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	if err := bottlerocketKubeletConfig(cfg, kube, name); err != nil {
 		return nil, nil, "", err
 	}
+	if params.maxPods > 0 {
+		// Bottlerocket sizes kubeReserved memory from settings.kubernetes.max-pods, not
+		// from the instance type: make it nodeadm's own max pods, from which nodeadm
+		// computes kubeReserved.
+		cfg.Spec.Kubelet.MaxPodsExpression = strconv.Itoa(params.maxPods)
+		findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("settings.kubernetes.max-pods %d also sizes kubeReserved memory (%d Mi), as on Bottlerocket", params.maxPods, 11*params.maxPods+255)})
+	}
 	if len(taints) > 0 {
 		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
 			return nil, nil, "", err

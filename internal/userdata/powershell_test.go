@@ -103,3 +103,27 @@ func TestPowerShellWithoutBootstrapIsListed(t *testing.T) {
 		t.Fatalf("configs %d, findings %s", len(res.Configs), b)
 	}
 }
+
+// FuzzPowerShell: any <powershell> user data decodes or fails with an error; it never
+// panics, and a call it translates names a cluster.
+func FuzzPowerShell(f *testing.F) {
+	for _, s := range []string{
+		"& $EKSBootstrapScriptFile -EKSClusterName \"c\" -APIServerEndpoint \"https://e\" -Base64ClusterCA \"" + testCAB64 + "\" -ServiceCIDR \"10.100.0.0/16\" 3>&1",
+		"[string]$N = 'c'\n& 'Start-EKSBootstrap.ps1' -EKSClusterName:$N `\n -DNSClusterIP '172.20.0.10' -APIServerEndpoint 'https://e' -Base64ClusterCA '" + testCAB64 + "'",
+		"& Start-EKSBootstrap.ps1 -EKSClusterName \"a`\"b\" -KubeletExtraArgs '--node-labels=\"a=b\"'",
+		"$x = \"${",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		res, err := Decode(t.Context(), []byte("<powershell>\n"+body+"\n</powershell>\n"), nil)
+		if err != nil {
+			return
+		}
+		for _, c := range res.Configs {
+			if c.Config.Spec.Cluster.Name == "" {
+				t.Fatalf("a translated call without a cluster name: %q", body)
+			}
+		}
+	})
+}

@@ -14,13 +14,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/logging"
+	"github.com/nodejoin/nodejoin/internal/netagent/cniplugin"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/hostnet"
@@ -29,7 +28,7 @@ import (
 
 // PluginName is the CNI plugin's binary, which must be installed before the conflist
 // that names it is written.
-const PluginName = "nodejoin-cni"
+const PluginName = cniplugin.PluginType
 
 // Run runs nodejoin-netagent with args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -161,7 +160,9 @@ CLUSTER_NAME, DISABLE_LEAKED_ENI_CLEANUP.`,
 			if err != nil {
 				return err
 			}
-			if p.cniBinDir != "" {
+			// Checked when the container mounts the bin dir and says where (the VPC CNI's
+			// main container installs its plugin there itself).
+			if cmd.Flags().Changed("cni-bin-dir") {
 				if _, err := os.Stat(filepath.Join(p.cniBinDir, PluginName)); err != nil {
 					return fmt.Errorf("the CNI plugin %s is not in %s (%w): the init container (nodejoin-netagent init) installs it", PluginName, p.cniBinDir, err)
 				}
@@ -171,18 +172,14 @@ CLUSTER_NAME, DISABLE_LEAKED_ENI_CLEANUP.`,
 			if err != nil {
 				return err
 			}
-			var opts []func(*config.LoadOptions) error
-			if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-				opts = append(opts, config.WithRegion(inst.Region))
-			}
-			cfg, err := config.LoadDefaultConfig(ctx, opts...)
+			sdk, err := cloud.NewSDK(ctx, inst.Region)
 			if err != nil {
-				return fmt.Errorf("loading AWS configuration: %w", err)
+				return err
 			}
 			d, err := ipamd.New(ipamd.Options{
 				Knobs: knobs, CNIConfDir: p.cniConfDir, StateDir: p.stateDir, LogDir: p.logDir,
 				MetricsAddr: metricsAddr, IntrospectionAddr: introspectionAddr,
-				Metadata: md, EC2: cloud.SDK{Client: ec2.NewFromConfig(cfg)}, Host: hostnet.Linux{},
+				Metadata: md, EC2: sdk, Host: hostnet.Linux{},
 				Logger: log,
 			})
 			if err != nil {

@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
 
@@ -118,70 +120,30 @@ func runRender(cmd *cobra.Command, f renderFlags) error {
 	return err
 }
 
-// nodeGroupManifest holds what render reads of a NodeGroup (nodejoin.io/v1alpha1):
-// its name, sizes and instance template, by the API's JSON names.
-type nodeGroupManifest struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-	Spec struct {
-		Scaling struct {
-			MinSize     int32  `json:"minSize"`
-			MaxSize     int32  `json:"maxSize"`
-			DesiredSize *int32 `json:"desiredSize"`
-		} `json:"scaling"`
-		Template struct {
-			AMIFamily            string            `json:"amiFamily"`
-			AMIID                string            `json:"amiID"`
-			InstanceTypes        []string          `json:"instanceTypes"`
-			CapacityType         string            `json:"capacityType"`
-			Labels               map[string]string `json:"labels"`
-			Taints               []corev1.Taint    `json:"taints"`
-			Kubelet              map[string]any    `json:"kubelet"`
-			MaxPods              *int32            `json:"maxPods"`
-			PreBootstrapCommands []string          `json:"preBootstrapCommands"`
-			UserData             string            `json:"userData"`
-		} `json:"template"`
-	} `json:"spec"`
-}
-
+// parseNodeGroup reads a NodeGroup manifest strictly, defaults and validates it, and
+// returns the template the controller renders from it.
 func parseNodeGroup(data []byte, source string) (userdata.Template, error) {
-	var m nodeGroupManifest
-	if err := sigsyaml.Unmarshal(data, &m); err != nil {
+	var meta metav1.TypeMeta
+	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
 		return userdata.Template{}, fmt.Errorf("%s: not a NodeGroup manifest: %w", source, err)
 	}
-	if m.Kind != "NodeGroup" || m.APIVersion != "nodejoin.io/v1alpha1" {
-		return userdata.Template{}, fmt.Errorf("%s: kind %q, apiVersion %q: want a NodeGroup of nodejoin.io/v1alpha1", source, m.Kind, m.APIVersion)
+	if meta.Kind != "NodeGroup" || meta.APIVersion != v1alpha1.GroupVersion.String() {
+		return userdata.Template{}, fmt.Errorf("%s: kind %q, apiVersion %q: want a NodeGroup of %s", source, meta.Kind, meta.APIVersion, v1alpha1.GroupVersion)
 	}
-	if m.Metadata.Name == "" {
-		return userdata.Template{}, fmt.Errorf("%s: metadata.name is required", source)
+	var ng v1alpha1.NodeGroup
+	if err := sigsyaml.UnmarshalStrict(data, &ng); err != nil {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
 	}
-	tp := m.Spec.Template
-	t := userdata.Template{
-		Family: userdata.AmazonLinux2023, NodeGroupName: m.Metadata.Name, CapacityType: tp.CapacityType,
-		Labels: tp.Labels, Taints: tp.Taints, Kubelet: tp.Kubelet, MaxPods: tp.MaxPods,
-		PreBootstrapCommands: tp.PreBootstrapCommands, UserData: tp.UserData, AMIID: tp.AMIID,
+	ng.Default()
+	if errs := ng.Validate(); len(errs) > 0 {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, errs.ToAggregate())
 	}
-	if tp.AMIFamily != "" {
-		f, err := userdata.ParseFamily(tp.AMIFamily)
-		if err != nil {
-			return userdata.Template{}, fmt.Errorf("%s: spec.template.amiFamily: %w", source, err)
-		}
-		t.Family = f
+	t, err := nodegroup.Template(&ng)
+	if err != nil {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
 	}
-	if len(tp.InstanceTypes) > 0 {
-		t.InstanceType = tp.InstanceTypes[0]
-	}
-	sc := m.Spec.Scaling
-	if sc.MaxSize > 0 {
-		desired := sc.MinSize
-		if sc.DesiredSize != nil {
-			desired = *sc.DesiredSize
-		}
-		t.Scaling = &userdata.Scaling{Min: sc.MinSize, Max: sc.MaxSize, Desired: desired}
-	}
+	sc := ng.Spec.Scaling
+	t.Scaling = &userdata.Scaling{Min: sc.MinSize, Max: sc.MaxSize, Desired: sc.Desired()}
 	return t, nil
 }
 

@@ -80,6 +80,14 @@ func TestUserdataRenderErrors(t *testing.T) {
 	if err := os.WriteFile(notNG, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: ng}\nspec:\n  scaling: {minSize: 1, maxSize: 2}\n  template: {amiFamilly: Bottlerocket}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	invalid := filepath.Join(dir, "invalid.yaml")
+	if err := os.WriteFile(invalid, []byte("apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: ng}\nspec:\n  scaling: {minSize: 1, maxSize: 0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("KUBECONFIG", filepath.Join(dir, "absent"))
 	ng := "testdata/userdata/nodegroup.yaml"
 	tests := []struct {
@@ -89,6 +97,8 @@ func TestUserdataRenderErrors(t *testing.T) {
 		{[]string{"userdata", "render"}, "-f is required"},
 		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `kind "Pod", apiVersion "v1": want a NodeGroup of nodejoin.io/v1alpha1`},
 		{append([]string{"userdata", "render", "-f", ng, "--family", "Ubuntu"}, clusterFlags...), `--family: AMI family "Ubuntu"`},
+		{append([]string{"userdata", "render", "-f", typo}, clusterFlags...), `unknown field "amiFamilly"`},
+		{append([]string{"userdata", "render", "-f", invalid}, clusterFlags...), "spec.scaling.maxSize: Invalid value: 0: must be at least 1"},
 		{append([]string{"userdata", "render", "-f", ng, "--style", "karpenter"}, clusterFlags...), `--style "karpenter": want managed or eksctl`},
 		{append([]string{"userdata", "render", "-f", ng, "--cloudformation", "--family", "Bottlerocket"}, clusterFlags...), "rendered for AmazonLinux2 and AmazonLinux2023, not Bottlerocket"},
 		{[]string{"userdata", "render", "-f", ng, "--cluster-name", "demo"}, "the kubeconfig has no current context; give --cluster-name, --endpoint and --ca-file"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -505,6 +507,21 @@ func TestIPAMDUnreachableIsTryAgainLater(t *testing.T) {
 	}
 }
 
+func TestAddWithoutNamespace(t *testing.T) {
+	ipamd := newFakeIPAMD("198.18.1.5")
+	e, _ := newEnv(t, ipamd)
+	a := e.newPod("pod-a")
+	args := e.args(a, nil)
+	args.Netns = filepath.Join(t.TempDir(), "gone")
+	err := e.inHost(func() error { return e.plugin.Add(args) })
+	if codeOf(err) != types.ErrInvalidNetNS || !strings.Contains(err.Error(), "default/pod-a") {
+		t.Fatalf("ADD into a missing namespace: %v; want code %d naming the pod", err, types.ErrInvalidNetNS)
+	}
+	if !ipamd.isFree("198.18.1.5") || len(ipamd.reasons()) != 0 {
+		t.Fatal("ADD into a missing namespace took an address")
+	}
+}
+
 func TestSetupFailureRollsBack(t *testing.T) {
 	ipamd := newFakeIPAMD("198.18.1.5")
 	e, _ := newEnv(t, ipamd)
@@ -614,5 +631,86 @@ func TestStatus(t *testing.T) {
 	stop()
 	if err := e.plugin.Status(args); codeOf(err) != types.ErrPluginNotAvailable {
 		t.Fatalf("STATUS with ipamd down: %v; want code %d", err, types.ErrPluginNotAvailable)
+	}
+}
+
+// TestRuntimeRunsTheChain drives the built plugin binary the way containerd does,
+// through libcni with the conflist ipamd writes: nodejoin-cni, then portmap, plus the
+// loopback plugin for lo. The reference plugins come from bin/ (make tools).
+func TestRuntimeRunsTheChain(t *testing.T) {
+	needRoot(t)
+	pluginDir := t.TempDir()
+	for _, p := range []string{"loopback", "portmap"} {
+		src, err := filepath.Abs(filepath.Join("../../../bin", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(src); err != nil {
+			t.Skipf("%s is not built (make tools): %v", p, err)
+		}
+		if err := os.Symlink(src, filepath.Join(pluginDir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, PluginType), "../../../cmd/nodejoin-cni")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", PluginType, err, out)
+	}
+
+	ipamd := newFakeIPAMD("198.18.1.5")
+	e, _ := newEnv(t, ipamd)
+	raw, err := ConflistJSON(ConflistOptions{IPAMDSocket: e.socket, PluginLogFile: filepath.Join(e.logDir, "plugin.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := libcni.ConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"cni-loopback","type":"loopback"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cniRuntime := libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, t.TempDir(), nil)
+	pod := e.newPod("web-0")
+	rt := &libcni.RuntimeConf{ContainerID: pod.containerID, NetNS: pod.netns.Path(), IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-0"}, {"K8S_POD_INFRA_CONTAINER_ID", pod.containerID}}}
+	loRT := *rt
+	loRT.IfName = "lo"
+	ctx := t.Context()
+
+	var added types.Result
+	err = e.inHost(func() error {
+		if _, err := cniRuntime.AddNetwork(ctx, lo, &loRT); err != nil {
+			return fmt.Errorf("loopback ADD: %w", err)
+		}
+		if added, err = cniRuntime.AddNetworkList(ctx, list, rt); err != nil {
+			return fmt.Errorf("ADD: %w", err)
+		}
+		return cniRuntime.CheckNetworkList(ctx, list, rt)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := current.GetResult(added)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.IPs) != 1 || res.IPs[0].Address.String() != "198.18.1.5/32" {
+		t.Fatalf("the chain's result %+v; want 198.18.1.5/32 from ipamd", res)
+	}
+	if err := ping(pod.netns, net.ParseIP("198.18.1.5"), net.ParseIP("198.18.1.5")); err != nil {
+		t.Fatalf("the pod cannot reach itself over lo: %v", err)
+	}
+	if err := ping(e.host, net.ParseIP("198.18.0.11"), net.ParseIP("198.18.1.5")); err != nil {
+		t.Fatalf("the instance cannot reach the pod: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := e.inHost(func() error { return cniRuntime.DelNetworkList(ctx, list, rt) }); err != nil {
+			t.Fatalf("DEL #%d: %v", i+1, err)
+		}
+	}
+	if !ipamd.isFree("198.18.1.5") || podHasLink(t, pod.netns, "eth0") {
+		t.Fatal("DEL through the runtime did not free the address and remove the interface")
 	}
 }

@@ -139,7 +139,7 @@ func (f *fakeEC2) InstanceTypeLimits(ctx context.Context, _ string) (pool.Limits
 	return f.limits, nil
 }
 
-func (f *fakeEC2) InstanceENIs(ctx context.Context, id string) ([]cloud.ENI, error) {
+func (f *fakeEC2) InstanceENIs(ctx context.Context, _ string) ([]cloud.ENI, error) {
 	if err := f.enter(ctx, "DescribeNetworkInterfaces"); err != nil {
 		return nil, err
 	}

@@ -5,9 +5,13 @@
 // allocation, and writes the CNI configuration only once all of that is serving — the
 // node's network becomes ready when, and only while, ipamd is.
 //
-// Files: ipamd.go (options, start-up and shutdown order), manager.go (the pool loop and
-// the EC2 actions), server.go (ipamrpc.Backend), introspect.go (/healthz, /v1/state),
-// metrics.go, conflist.go, env.go (the VPC CNI's environment knobs).
+// The package is over 600 lines because its files share one Daemon's state (the
+// instance, its limits, the datastore, the last errors); what needs none of it lives
+// in subpackages: pool (the decision, pure), datastore (allocations and checkpoint),
+// cloud (IMDS and EC2), hostnet (netlink). Files: ipamd.go (options, start-up and
+// shutdown order), manager.go (the pool loop and the EC2 actions), server.go
+// (ipamrpc.Backend), introspect.go (/healthz, /v1/state), metrics.go, ec2observe.go,
+// conflist.go, env.go (the VPC CNI's environment knobs).
 package ipamd
 
 import (
@@ -17,13 +21,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/netagent/cniplugin"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/datastore"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
@@ -178,9 +182,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}()
 
 	// Servers run until stop is cancelled, which happens after the conflist is gone.
+	// Deferred calls run last first: servers are told to stop, then waited for.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	srvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	var wg sync.WaitGroup
 	errc := make(chan error, 4)
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -191,7 +197,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	defer wg.Wait()
 	for _, s := range []struct {
 		name, addr string
 		h          http.Handler
@@ -202,7 +207,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if s.addr == "" {
 			continue
 		}
-		l, err := net.Listen("tcp", s.addr)
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", s.addr)
 		if err != nil {
 			return fmt.Errorf("%s on %s: %w", s.name, s.addr, err)
 		}
@@ -242,9 +248,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 }
 
 // ConflistOptions are what ipamd writes into 10-aws.conflist.
-func (d *Daemon) conflistOptions() ConflistOptions {
+func (d *Daemon) conflistOptions() cniplugin.ConflistOptions {
 	k := d.o.Knobs
-	return ConflistOptions{IPAMDSocket: d.SocketPath(), PluginLogFile: k.PluginLogFile, PluginLogLevel: k.PluginLogLevel, MTU: k.MTU, VethPrefix: k.VethPrefix}
+	return cniplugin.ConflistOptions{IPAMDSocket: d.SocketPath(), PluginLogFile: k.PluginLogFile, PluginLogLevel: k.PluginLogLevel, MTU: k.MTU, VethPrefix: k.VethPrefix}
 }
 
 // waitServing waits until the gRPC health service answers SERVING on the socket, as
@@ -280,7 +286,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	d.inst = inst
 	d.log.Info("instance", "id", inst.ID, "type", inst.Type, "region", inst.Region, "subnet", inst.SubnetID, "subnetCIDR", inst.SubnetCIDR, "vpcCIDRs", inst.VPCCIDRs)
 
-	if err := retry(ctx, d.log, "reading the instance type's limits", func() error {
+	if err := d.retry(ctx, "reading the instance type's limits", func() error {
 		l, err := d.ec2.InstanceTypeLimits(ctx, inst.Type)
 		if err != nil {
 			info, ok := instancetypes.Lookup(inst.Type)
@@ -300,7 +306,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	d.m.ipMax.Set(float64(pool.MaxENIs(d.o.Knobs.Pool, d.limits) * d.limits.SecondaryPerENI()))
 	d.log.Info("instance limits", "enis", d.limits.ENIs, "ipv4PerENI", d.limits.IPv4PerENI, "maxPods", d.maxPods)
 
-	if err := retry(ctx, d.log, "reading the instance's ENIs from EC2", func() error { return d.reconcile(ctx) }); err != nil {
+	if err := d.retry(ctx, "reading the instance's ENIs from EC2", func() error { return d.reconcile(ctx) }); err != nil {
 		return err
 	}
 	if !d.o.Knobs.DisableLeakedENICleanup {
@@ -320,23 +326,30 @@ func (d *Daemon) start(ctx context.Context) error {
 		}
 		d.log.Info("checkpoint restored", "allocations", len(rep.Restored), "dropped", len(rep.Dropped))
 	}
-	if err := retry(ctx, d.log, "filling the warm pool", func() error { return d.settle(ctx) }); err != nil {
+	if err := d.retry(ctx, "filling the warm pool", func() error { return d.settle(ctx) }); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.lastPoolError = "" // start-up succeeded: its retries are history
+	d.mu.Unlock()
 	d.initialized.Store(true)
 	d.publish()
 	return nil
 }
 
-// retry runs f until it succeeds, backing off from 1 s to 30 s, until ctx ends.
-func retry(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+// retry runs f until it succeeds, backing off from 1 s to 30 s, until ctx ends; each
+// failure is logged and shown on /v1/state.
+func (d *Daemon) retry(ctx context.Context, what string, f func() error) error {
 	wait := time.Second
 	for {
 		err := f()
 		if err == nil {
 			return nil
 		}
-		log.Error("ipamd start-up step failed; retrying", "step", what, "error", err, "retryIn", wait)
+		d.log.Error("ipamd start-up step failed; retrying", "step", what, "error", err, "retryIn", wait)
+		d.mu.Lock()
+		d.lastPoolError = what + ": " + err.Error()
+		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (gave up: %w)", what, err, context.Cause(ctx))
@@ -345,6 +358,3 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) e
 		wait = min(2*wait, 30*time.Second)
 	}
 }
-
-// subnetGateway is the subnet's router, its first host address (AWS's convention).
-func subnetGateway(p netip.Prefix) netip.Addr { return p.Masked().Addr().Next() }

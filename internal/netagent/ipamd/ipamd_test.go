@@ -149,9 +149,9 @@ func addRetrying(t *testing.T, c *ipamrpc.Client, id string) *ipamrpc.AddReply {
 	return got
 }
 
-func healthz(d *Daemon) int {
+func healthz(t *testing.T, d *Daemon) int {
 	rec := httptest.NewRecorder()
-	d.introspectionHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	d.introspectionHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/healthz", nil))
 	return rec.Code
 }
 
@@ -171,8 +171,8 @@ func TestConflistOnlyWhileReady(t *testing.T) {
 	if n.conflistExists() {
 		t.Fatal("the conflist exists while ipamd fills its pool")
 	}
-	if r.d.Ready() || healthz(r.d) != http.StatusServiceUnavailable {
-		t.Fatalf("ready = %v, /healthz = %d while the pool is not filled", r.d.Ready(), healthz(r.d))
+	if r.d.Ready() || healthz(t, r.d) != http.StatusServiceUnavailable {
+		t.Fatalf("ready = %v, /healthz = %d while the pool is not filled", r.d.Ready(), healthz(t, r.d))
 	}
 	if _, err := os.Stat(r.d.SocketPath()); err == nil {
 		t.Fatal("the gRPC socket exists before the pool is filled")
@@ -191,8 +191,8 @@ func TestConflistOnlyWhileReady(t *testing.T) {
 		conf.Plugins[0]["type"] != "nodejoin-cni" || conf.Plugins[0]["ipamdSocket"] != r.d.SocketPath() || conf.Plugins[1]["type"] != "portmap" {
 		t.Fatalf("conflist = %s (%v)", b, err)
 	}
-	if healthz(r.d) != http.StatusOK {
-		t.Fatalf("/healthz = %d when ready", healthz(r.d))
+	if healthz(t, r.d) != http.StatusOK {
+		t.Fatalf("/healthz = %d when ready", healthz(t, r.d))
 	}
 	if st := r.d.State(); st.Pool.Total != 3 || st.Pool.Free != 3 {
 		t.Fatalf("pool after the first fill = %+v, want 3 free (one ENI's worth)", st.Pool)
@@ -457,7 +457,7 @@ func TestMetricsAndState(t *testing.T) {
 	c := r.ready(t)
 	addRetrying(t, c, "a")
 	rec := httptest.NewRecorder()
-	r.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	r.d.metricsHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
 		"awscni_assigned_ip_addresses 1",
@@ -471,7 +471,7 @@ func TestMetricsAndState(t *testing.T) {
 		}
 	}
 	rec = httptest.NewRecorder()
-	r.d.introspectionHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/state", nil))
+	r.d.introspectionHandler().ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/v1/state", nil))
 	var st State
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatalf("/v1/state: %v\n%s", err, rec.Body)
@@ -522,5 +522,57 @@ func TestKnobsFromEnv(t *testing.T) {
 		if err != nil || !tt.want(k) {
 			t.Errorf("KnobsFromEnv(%v) = %+v, %v", tt.env, k, err)
 		}
+	}
+}
+
+// TestStopDuringStartUp: a SIGTERM while EC2 refuses the first fill ends ipamd at once
+// (with the reason), its servers stopped and no conflist.
+func TestStopDuringStartUp(t *testing.T) {
+	n := newNode(t, pool.Limits{ENIs: 3, IPv4PerENI: 4})
+	n.ec2.setFail("AssignPrivateIpAddresses", cloud.CodeUnauthorized)
+	d, err := New(Options{
+		Knobs: Knobs{Pool: pool.Config{WarmENITarget: 1}, MTU: 9001, VethPrefix: "eni"}, CNIConfDir: n.confDir, StateDir: n.stateDir,
+		IntrospectionAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
+		Metadata: fakeMetadata{n.ec2}, EC2: n.ec2, Host: n.host, Now: n.clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	waitFor(t, "the refused fill", func() bool { return d.State().LastEC2Error != nil })
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "filling the warm pool") {
+			t.Errorf("Run = %v, want the start-up step that was cut short", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("ipamd did not stop during start-up")
+	}
+	if n.conflistExists() {
+		t.Error("conflist after a stop during start-up")
+	}
+}
+
+// TestBackoffAfterSubnetExhausted: when the subnet has no address for a new ENI, pods
+// retrying their ADDs do not turn into more CreateNetworkInterface calls (the loop waits
+// 120 s, as the VPC CNI does).
+func TestBackoffAfterSubnetExhausted(t *testing.T) {
+	n := newNode(t, pool.Limits{ENIs: 3, IPv4PerENI: 4})
+	r := n.start(Knobs{Pool: pool.Config{WarmENITarget: 1}})
+	c := r.ready(t)
+	n.ec2.setFail("CreateNetworkInterface", cloud.CodeInsufficientSubnet)
+	addRetrying(t, c, "p0") // the pool is now short of an ENI
+	waitFor(t, "the refused CreateNetworkInterface", func() bool { return n.ec2.count("CreateNetworkInterface") == 1 })
+	for i := range 20 {
+		if _, err := add(t.Context(), c, fmt.Sprintf("q%d", i)); err != nil && !ipamrpc.IsPoolEmpty(err) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := n.ec2.count("CreateNetworkInterface"); got != 1 {
+		t.Errorf("CreateNetworkInterface called %d times during the back-off, want 1", got)
 	}
 }

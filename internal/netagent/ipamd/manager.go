@@ -23,6 +23,11 @@ func (d *Daemon) manage(ctx context.Context) error {
 	tick := time.NewTicker(d.o.PoolInterval)
 	defer tick.Stop()
 	lastReconcile := d.o.Now()
+	// After a failed action the loop backs off (1 s doubling to 30 s; 120 s when the
+	// subnet is out of addresses, as the VPC CNI does), so that pods retrying their
+	// ADDs cannot turn into a stream of failing EC2 calls.
+	var backoff time.Duration
+	var quietUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,14 +35,28 @@ func (d *Daemon) manage(ctx context.Context) error {
 		case <-tick.C:
 		case <-d.kick:
 		}
+		if time.Now().Before(quietUntil) {
+			continue
+		}
 		if d.o.Now().Sub(lastReconcile) >= d.o.ReconcileInterval {
 			lastReconcile = d.o.Now()
 			if err := d.reconcile(ctx); err != nil {
 				d.poolError("reconcile", err)
 			}
 		}
-		if err := d.settle(ctx); err != nil {
+		err := d.settle(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil // stopping: an action cut short has not failed
+		case err == nil:
+			backoff = 0
+		default:
 			d.poolError("settle", err)
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			if cloud.ErrorCode(err) == cloud.CodeInsufficientSubnet {
+				backoff = 120 * time.Second
+			}
+			quietUntil = time.Now().Add(backoff)
 		}
 		d.publish()
 	}
@@ -330,37 +349,13 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		if e.Tags[TagNoManage] == "true" {
 			continue
 		}
-		seen[e.ID] = true
-		primary := e.ID == d.inst.PrimaryENIID || e.DeviceNumber == 0
-		subnet, ok := subnets[e.MAC]
-		if !ok {
-			subnet = d.inst.SubnetCIDR
-		}
-		de := datastore.ENI{ID: e.ID, MAC: e.MAC, DeviceNumber: e.DeviceNumber, Primary: primary, PrimaryIP: e.PrimaryIP, SubnetCIDR: subnet, AttachmentID: e.AttachmentID}
-		if _, known := d.store.ENI(e.ID); !known && !primary {
-			if err := d.o.Host.SetupENI(ctx, de); err != nil {
-				errs = append(errs, fmt.Errorf("setting up ENI %s (%s) in the node: %w", e.ID, e.MAC, err))
-				delete(seen, e.ID)
+		if err := d.reconcileENI(ctx, e, subnets); err != nil {
+			errs = append(errs, err)
+			if _, known := d.store.ENI(e.ID); !known {
 				continue
 			}
-			d.log.Info("ENI found attached", "eni", e.ID, "deviceNumber", e.DeviceNumber, "ips", e.Secondary)
 		}
-		d.store.AddENI(de)
-		if err := d.store.AddIPs(e.ID, e.Secondary); err != nil {
-			errs = append(errs, err)
-		}
-		var gone []netip.Addr
-		for _, ip := range d.store.IPs(e.ID) {
-			if !slices.Contains(e.Secondary, ip) {
-				gone = append(gone, ip)
-			}
-		}
-		if len(gone) > 0 {
-			d.log.Warn("addresses no longer on the ENI in EC2", "eni", e.ID, "ips", gone)
-			if err := d.store.Forget(e.ID, gone); err != nil {
-				errs = append(errs, err)
-			}
-		}
+		seen[e.ID] = true
 	}
 	for _, e := range d.store.ENIs() {
 		if seen[e.ID] {
@@ -375,6 +370,40 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			if err := d.o.Host.TeardownENI(ctx, e); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileENI brings one attached ENI of EC2's view into the datastore.
+func (d *Daemon) reconcileENI(ctx context.Context, e cloud.ENI, subnets map[string]netip.Prefix) error {
+	primary := e.ID == d.inst.PrimaryENIID || e.DeviceNumber == 0
+	subnet, ok := subnets[e.MAC]
+	if !ok {
+		subnet = d.inst.SubnetCIDR
+	}
+	de := datastore.ENI{ID: e.ID, MAC: e.MAC, DeviceNumber: e.DeviceNumber, Primary: primary, PrimaryIP: e.PrimaryIP, SubnetCIDR: subnet, AttachmentID: e.AttachmentID}
+	if _, known := d.store.ENI(e.ID); !known && !primary {
+		if err := d.o.Host.SetupENI(ctx, de); err != nil {
+			return fmt.Errorf("setting up ENI %s (%s) in the node: %w", e.ID, e.MAC, err)
+		}
+		d.log.Info("ENI found attached", "eni", e.ID, "deviceNumber", e.DeviceNumber, "ips", e.Secondary)
+	}
+	d.store.AddENI(de)
+	var errs []error
+	if err := d.store.AddIPs(e.ID, e.Secondary); err != nil {
+		errs = append(errs, err)
+	}
+	var gone []netip.Addr
+	for _, ip := range d.store.IPs(e.ID) {
+		if !slices.Contains(e.Secondary, ip) {
+			gone = append(gone, ip)
+		}
+	}
+	if len(gone) > 0 {
+		d.log.Warn("addresses no longer on the ENI in EC2", "eni", e.ID, "ips", gone)
+		if err := d.store.Forget(e.ID, gone); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

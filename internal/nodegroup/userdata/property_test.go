@@ -47,7 +47,7 @@ func (vpcResolver) VPCIPv4CIDRs(context.Context) ([]string, error) {
 	return []string{"192.168.0.0/16"}, nil
 }
 
-func testCA(t *testing.T) []byte {
+func testCA(t testing.TB) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -229,7 +229,7 @@ func intended(t *testing.T, c userdata.Cluster, tmpl userdata.Template, ex extra
 	sort.Strings(e.Taints)
 	if tmpl.MaxPods != nil {
 		e.MaxPods = int(*tmpl.MaxPods)
-	} else if tmpl.Style == userdata.Managed {
+	} else if tmpl.Style != userdata.SelfManaged {
 		if info, ok := instancetypes.Lookup(tmpl.InstanceType); ok {
 			e.MaxPods = min(info.StandardMaxPods(), 110)
 		}
@@ -354,29 +354,51 @@ func TestRenderDecodesToIntent(t *testing.T) {
 				for i := range *propertyCount {
 					c, tmpl, ex := g.template(f, s)
 					c.CertificateAuthority = ca
-					t.Run(strconv.Itoa(i), func(t *testing.T) {
-						data, err := userdata.Render(c, tmpl)
-						if err != nil {
-							t.Fatalf("Render: %v\ntemplate %+v", err, tmpl)
-						}
-						again, _ := userdata.Render(c, tmpl)
-						if string(again) != string(data) {
-							t.Fatal("Render is not deterministic")
-						}
-						want := intended(t, c, tmpl, ex)
-						got := decoded(t, data, tmpl)
-						if f == userdata.Bottlerocket && !(c.DNSClusterIP == "" && (c.ServiceCIDR == "10.100.0.0/16" || c.ServiceCIDR == "172.20.0.0/16")) {
-							// Bottlerocket has no setting for the service range: nodeadm
-							// infers it from the DNS address of EKS's two default ranges
-							// and otherwise from the VPC, as bootstrap.sh does.
-							want.CIDR, got.CIDR = "", ""
-						}
-						if !reflect.DeepEqual(got, want) {
-							t.Fatalf("decoded\n%+v\nwant\n%+v\nuser data:\n%s", got, want, data)
-						}
-					})
+					t.Run(strconv.Itoa(i), func(t *testing.T) { checkRoundTrip(t, c, tmpl, ex) })
 				}
 			})
 		}
+	}
+}
+
+// FuzzRenderDecodes is the same property over templates drawn from fuzzed seeds
+// (go test -fuzz FuzzRenderDecodes ./internal/nodegroup/userdata).
+func FuzzRenderDecodes(f *testing.F) {
+	for _, seed := range []uint64{0, 1, 42, 1 << 40} {
+		f.Add(seed)
+	}
+	ca := testCA(f)
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		g := gen{r: mrand.New(mrand.NewPCG(seed, 0xf022))}
+		for _, fam := range userdata.Families {
+			for _, s := range []userdata.Style{userdata.Managed, userdata.SelfManaged, ""} {
+				c, tmpl, ex := g.template(fam, s)
+				c.CertificateAuthority = ca
+				checkRoundTrip(t, c, tmpl, ex)
+			}
+		}
+	})
+}
+
+func checkRoundTrip(t *testing.T, c userdata.Cluster, tmpl userdata.Template, ex extra) {
+	t.Helper()
+	data, err := userdata.Render(c, tmpl)
+	if err != nil {
+		t.Fatalf("Render: %v\ntemplate %+v", err, tmpl)
+	}
+	again, _ := userdata.Render(c, tmpl)
+	if string(again) != string(data) {
+		t.Fatal("Render is not deterministic")
+	}
+	want := intended(t, c, tmpl, ex)
+	got := decoded(t, data, tmpl)
+	if tmpl.Family == userdata.Bottlerocket && !(c.DNSClusterIP == "" && (c.ServiceCIDR == "10.100.0.0/16" || c.ServiceCIDR == "172.20.0.0/16")) {
+		// Bottlerocket has no setting for the service range: nodeadm infers it from the
+		// DNS address of EKS's two default ranges and otherwise from the VPC, as
+		// bootstrap.sh does.
+		want.CIDR, got.CIDR = "", ""
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v\nuser data:\n%s", got, want, data)
 	}
 }

@@ -87,7 +87,7 @@ type Options struct {
 	// ProfileDir, when set, receives the controller's CPU profile (the whole run) and
 	// heap profile (at the end of the burst).
 	ProfileDir string
-	// CSRWorkers is the controller's --csr-workers; default its own default (4).
+	// CSRWorkers is the controller's --csr-workers; 0 leaves its default.
 	CSRWorkers int
 	// StateDir holds the runs' clusters and logs; default a temporary directory,
 	// removed afterwards unless KeepState.
@@ -110,8 +110,8 @@ func (o *Options) complete() error {
 	if o.Identity == "" {
 		o.Identity = IdentityBootstrapToken
 	}
-	if o.CSRWorkers <= 0 {
-		o.CSRWorkers = 4
+	if o.CSRWorkers < 0 {
+		return fmt.Errorf("--csr-workers %d: want at least 1 (or 0 for the controller's default)", o.CSRWorkers)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute

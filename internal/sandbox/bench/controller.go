@@ -73,9 +73,11 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		"--ec2-endpoint", r.cloud.EC2URL, "--iam-endpoint", r.cloud.IAMURL,
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", health,
 		"--token-cleanup-interval", "0",
-		"--csr-workers", strconv.Itoa(r.opts.CSRWorkers),
 		"--identity", spec.id,
 		"--leader-elect=" + strconv.FormatBool(spec.leaderElect),
+	}
+	if r.opts.CSRWorkers > 0 {
+		argv = append(argv, "--csr-workers", strconv.Itoa(r.opts.CSRWorkers))
 	}
 	if spec.leaderElect {
 		// Shorter than the defaults (15s/10s/2s) so that a successor takes over within

@@ -21,12 +21,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
@@ -54,6 +60,16 @@ type Config struct {
 	// NoAddons turns off the add-ons (kube-proxy, CoreDNS) the controller otherwise
 	// applies, as EKS does at cluster creation.
 	NoAddons bool
+	// Launcher launches the instances of the local cloud's Auto Scaling groups; nil
+	// leaves every launch failing (a Failed scaling activity).
+	Launcher localcloud.Launcher
+	// NodeInstanceProfile is an instance profile (named after its role) the local
+	// account holds for node groups' instances, and the NodeGroup controller's default;
+	// "" for none.
+	NodeInstanceProfile string
+	// NoNodeGroups turns off the NodeGroup controller, which otherwise manages
+	// NodeGroups through the local cloud's launch templates and Auto Scaling groups.
+	NoNodeGroups bool
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -109,8 +125,16 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	var err error
-	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log); err != nil {
+	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region)); err != nil {
 		return fail(err)
+	}
+	if cfg.Launcher != nil {
+		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
+	}
+	if p := cfg.NodeInstanceProfile; p != "" {
+		if err := c.cloud.IAM.AddInstanceProfile(p, p); err != nil {
+			return fail(err)
+		}
 	}
 	if ns := cl.Namespace(); ns.Name != "" {
 		// Instances call EC2 too (the network add-on's ipamd): it is served for them
@@ -174,6 +198,11 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			mcfg.Addons.AWSNode = AWSNodeOptions(cl.Name(), c.ec2URL, cfg.Region)
 		}
 	}
+	if !cfg.NoNodeGroups {
+		if mcfg.NodeGroups, err = c.nodeGroups(cl, cfg); err != nil {
+			return fail(err)
+		}
+	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
 		close(c.done)
@@ -222,6 +251,30 @@ const EC2Port = 8773
 // EC2InternalURL is EC2's endpoint as instances reach it (AWS_ENDPOINT_URL_EC2 of the
 // network add-on); empty without a cluster namespace.
 func (c *Controller) EC2InternalURL() string { return c.ec2URL }
+
+// nodeGroups configures the NodeGroup controller for the local cloud: its EC2 and Auto
+// Scaling endpoints through aws-sdk-go-v2, exactly as against AWS; groups span the
+// local VPC's zones, and their user data points nodes at the API server's address in
+// the cluster namespace.
+func (c *Controller) nodeGroups(cl *controlplane.Cluster, cfg Config) (*nodegroup.Options, error) {
+	caPEM, err := os.ReadFile(cl.CAFile())
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA for node groups' user data: %w", err)
+	}
+	awsCfg := c.cloud.ControllerConfig(cfg.Region)
+	var subnets []string
+	for _, s := range c.cloud.AutoScaling.Subnets() {
+		subnets = append(subnets, s.ID)
+	}
+	return &nodegroup.Options{
+		EC2:         ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(c.cloud.EC2URL) }),
+		AutoScaling: autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(c.cloud.AutoScalingURL) }),
+		Cluster: userdata.Cluster{Name: cl.Name(), Endpoint: cl.InternalEndpoint(), CertificateAuthority: caPEM,
+			ServiceCIDR: cl.Options().ServiceCIDR.String()},
+		Subnets:         subnets,
+		InstanceProfile: cfg.NodeInstanceProfile,
+	}, nil
+}
 
 // Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
 func (c *Controller) Cloud() *localcloud.Cloud { return c.cloud }

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	inst = &Instance{p: p, Record: Record{
 		ID: id, NodeName: p.dnsName(addr), IP: addr.String(), InstanceType: spec.InstanceType,
 		AMIFamily: spec.AMIFamily, Identity: spec.Identity, Role: spec.Role, Kubelet: spec.Kubelet,
+		Zone: cmp.Or(spec.Zone, p.cfg.Zone), AutoScalingGroup: spec.AutoScalingGroup,
 		Launched: time.Now().UTC(), Dir: filepath.Join(p.cfg.Dir, id),
 	}}
 	defer func() {
@@ -99,9 +101,11 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	if spec.Kubelet == KubeletSim && p.cfg.HostEndpoint != "" {
 		cluster.Endpoint = p.cfg.HostEndpoint
 	}
-	userData, err := UserData(inst.AMIFamily, cluster, token)
-	if err != nil {
-		return nil, err
+	userData := spec.UserData
+	if len(userData) == 0 {
+		if userData, err = UserData(inst.AMIFamily, cluster, token); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(inst.Dir, 0o700); err != nil {
 		return nil, err
@@ -120,14 +124,14 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		return nil, err
 	}
 	li := localcloud.Instance{
-		ID: id, Type: spec.InstanceType, AvailabilityZone: p.cfg.Zone, PrivateIPv4: inst.IP,
+		ID: id, Type: spec.InstanceType, AvailabilityZone: inst.Zone, PrivateIPv4: inst.IP,
 		PrivateDNSName: inst.NodeName, Role: spec.Role, UserData: userData,
-		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()},
+		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()}, SubnetID: spec.SubnetID, ImageID: spec.ImageID,
 	}
 	if err := localcloud.InstanceDefaults(&li); err != nil {
 		return nil, err
 	}
-	if err := p.cfg.Cloud.EC2.Launch(li); err != nil {
+	if err := p.cfg.Cloud.EC2.Launch(li, localcloud.WithTags(spec.Tags)); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
@@ -476,8 +480,8 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	}
 	p := inst.p
 	n := SimNode{
-		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + p.cfg.Zone + "/" + inst.ID,
-		InstanceType: inst.InstanceType, Zone: p.cfg.Zone, Region: p.Region(),
+		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + inst.zone() + "/" + inst.ID,
+		InstanceType: inst.InstanceType, Zone: inst.zone(), Region: p.Region(),
 		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM,
 	}
 	if inst.Identity == IdentityBootstrapToken {
@@ -508,6 +512,10 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	go func() { inst.simDone <- run(simCtx, n) }()
 	return nil
 }
+
+// zone is the instance's availability zone (records written before zones were per
+// instance have none: the provider's).
+func (inst *Instance) zone() string { return cmp.Or(inst.Zone, inst.p.cfg.Zone) }
 
 // SimDone reports a simulated kubelet's end (nil for a real instance).
 func (inst *Instance) SimDone() <-chan error {

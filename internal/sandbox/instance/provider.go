@@ -125,6 +125,16 @@ type Spec struct {
 	// (never answered on the bridge), and makes its kubelet report it as its node IP:
 	// its serving certificate request then names an address its instance does not own.
 	ClaimAddress string
+
+	// What an Auto Scaling launch sets: UserData replaces the user data the provider
+	// renders; Zone (default Config.Zone), SubnetID, ImageID and Tags go into EC2;
+	// AutoScalingGroup is recorded.
+	UserData         []byte
+	Zone             string
+	SubnetID         string
+	ImageID          string
+	Tags             map[string]string
+	AutoScalingGroup string
 }
 
 // Record is what a launched instance's instance.json says, for `nodejoin diagnose`
@@ -138,6 +148,10 @@ type Record struct {
 	Identity     Identity    `json:"identity"`
 	Role         string      `json:"role"`
 	Kubelet      KubeletKind `json:"kubelet"`
+	// Zone is the instance's availability zone.
+	Zone string `json:"zone,omitempty"`
+	// AutoScalingGroup is the group that launched the instance, if one did.
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
 	// Namespace, Root and CgroupRoot are set for real kubelets.
 	Namespace  string    `json:"namespace,omitempty"`
 	Root       string    `json:"root,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -454,9 +455,8 @@ func (g *asGroup) pickForTermination(byZone map[string]int) *asInstance {
 		if c := cmp.Compare(byZone[y.zone], byZone[x.zone]); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(x.zone, y.zone); c != 0 {
-			return c
-		}
+		// Among zones as full, an instance of another template, or of an older
+		// version, goes first.
 		xo, yo := x.lt.ID != current.ID, y.lt.ID != current.ID
 		if xo != yo {
 			if xo {
@@ -467,6 +467,9 @@ func (g *asGroup) pickForTermination(byZone map[string]int) *asInstance {
 		xv, _ := strconv.Atoi(x.lt.Version)
 		yv, _ := strconv.Atoi(y.lt.Version)
 		if c := cmp.Compare(xv, yv); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.zone, y.zone); c != 0 {
 			return c
 		}
 		if c := x.launched.Compare(y.launched); c != 0 {
@@ -562,9 +565,10 @@ func (a *AutoScaling) launchFailed(g *asGroup, act *activity, zone string, err e
 func (a *AutoScaling) launchSpec(g *asGroup, zone, subnet string) (LaunchSpec, error) {
 	spec := LaunchSpec{GroupName: g.name, AvailabilityZone: zone, SubnetID: subnet}
 	cur := g.currentTemplate()
-	t, err := a.cfg.Templates.Resolve(cur.ID, cur.Name, cur.Version)
+	// The group holds both the ID and the name; the ID is what stays true.
+	t, err := a.cfg.Templates.Resolve(cur.ID, "", cur.Version)
 	if err != nil {
-		return spec, &LaunchError{"InvalidLaunchTemplate", "The specified launch template does not exist or is not valid: " + err.Error() + "."}
+		return spec, &LaunchError{"InvalidLaunchTemplate", "The specified launch template does not exist or is not valid: " + err.Error()}
 	}
 	spec.Template, spec.ImageID, spec.InstanceType = t, t.Data.ImageID, t.Data.InstanceType
 	if g.mip != nil && len(g.mip.overrides) > 0 {
@@ -633,4 +637,19 @@ func (a *AutoScaling) terminate(ctx context.Context, g *asGroup, in *asInstance,
 // WithTags tags a launched instance.
 func WithTags(tags map[string]string) LaunchOption {
 	return func(r *InstanceRecord) { r.Tags = maps.Clone(tags) }
+}
+
+// InstanceProfileRole returns the role of an instance profile named by name or ARN
+// (arn:aws:iam::ACCOUNT:instance-profile/NAME), as a launch resolves it; false for a
+// profile the account does not have.
+func (i *IAM) InstanceProfileRole(nameOrARN string) (string, bool) {
+	name := nameOrARN
+	if strings.HasPrefix(nameOrARN, "arn:") {
+		_, after, ok := strings.Cut(nameOrARN, ":instance-profile/")
+		if !ok {
+			return "", false
+		}
+		name = after[strings.LastIndex(after, "/")+1:]
+	}
+	return i.profile(name)
 }

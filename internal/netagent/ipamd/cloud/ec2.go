@@ -3,10 +3,13 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
+	"os"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
@@ -15,6 +18,11 @@ import (
 
 // SDK is EC2 over aws-sdk-go-v2's client.
 type SDK struct{ Client *ec2.Client }
+
+// int32Of clamps a count into the API's int32.
+func int32Of(n int) int32 {
+	return int32(max(min(n, math.MaxInt32), math.MinInt32))
+}
 
 // InstanceTypeLimits calls DescribeInstanceTypes.
 func (s SDK) InstanceTypeLimits(ctx context.Context, instanceType string) (l pool.Limits, err error) {
@@ -138,7 +146,7 @@ func (s SDK) CreateENI(ctx context.Context, in CreateENIInput) (e ENI, err error
 		Groups:      sgs,
 	}
 	if in.SecondaryIPs > 0 {
-		req.SecondaryPrivateIpAddressCount = aws.Int32(int32(in.SecondaryIPs))
+		req.SecondaryPrivateIpAddressCount = aws.Int32(int32Of(in.SecondaryIPs))
 	}
 	if len(tags) > 0 {
 		req.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeNetworkInterface, Tags: tags}}
@@ -157,7 +165,7 @@ func (s SDK) CreateENI(ctx context.Context, in CreateENIInput) (e ENI, err error
 func (s SDK) AttachENI(ctx context.Context, instanceID, eniID string, deviceIndex int) (id string, err error) {
 	out, err := s.Client.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 		InstanceId: aws.String(instanceID), NetworkInterfaceId: aws.String(eniID),
-		DeviceIndex: aws.Int32(int32(deviceIndex)), NetworkCardIndex: aws.Int32(0),
+		DeviceIndex: aws.Int32(int32Of(deviceIndex)), NetworkCardIndex: aws.Int32(0),
 	})
 	if err != nil {
 		return "", fmt.Errorf("attaching ENI %s to %s at device index %d: %w", eniID, instanceID, deviceIndex, err)
@@ -180,7 +188,7 @@ func (s SDK) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID str
 // AssignIPs calls AssignPrivateIpAddresses(SecondaryPrivateIpAddressCount).
 func (s SDK) AssignIPs(ctx context.Context, eniID string, n int) (ips []netip.Addr, err error) {
 	out, err := s.Client.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
-		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
+		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32Of(n)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("assigning %d addresses to ENI %s: %w", n, eniID, err)
@@ -222,4 +230,20 @@ func (s SDK) DeleteENI(ctx context.Context, eniID string) (err error) {
 		return fmt.Errorf("deleting ENI %s: %w", eniID, err)
 	}
 	return nil
+}
+
+// NewSDK builds the EC2 client as ipamd runs it: the SDK's default configuration chain
+// (credentials from the environment, shared files or the instance role; the endpoint
+// from AWS_ENDPOINT_URL_EC2 when set), in region unless AWS_REGION or
+// AWS_DEFAULT_REGION names another.
+func NewSDK(ctx context.Context, region string) (SDK, error) {
+	var opts []func(*config.LoadOptions) error
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return SDK{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	return SDK{Client: ec2.NewFromConfig(cfg)}, nil
 }

@@ -2,6 +2,7 @@ package datastore
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -181,7 +182,7 @@ func TestConcurrentAssign(t *testing.T) {
 	res := make([]string, 60)
 	for i := range 60 {
 		wg.Go(func() {
-			a, err := s.Assign(key(string(rune('A'+i))), PodMeta{})
+			a, err := s.Assign(key(fmt.Sprintf("c%d", i)), PodMeta{})
 			if err == nil {
 				res[i] = a.IP.String()
 			}

@@ -1,6 +1,7 @@
 package hostnet
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +21,12 @@ import (
 // newNamespace creates a throwaway network namespace (closed, and so gone, at the end
 // of the test) and returns a netlink handle into it; the test's thread stays in its own.
 func newNamespace(t *testing.T) *netlink.Handle {
+	h, _ := newNamespaceHandle(t)
+	return h
+}
+
+// newNamespaceHandle is newNamespace, also returning the namespace.
+func newNamespaceHandle(t *testing.T) (*netlink.Handle, netns.NsHandle) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("creating a network namespace needs root")
@@ -46,7 +53,29 @@ func newNamespace(t *testing.T) *netlink.Handle {
 		h.Close()
 		_ = ns.Close()
 	})
-	return h
+	return h, ns
+}
+
+// forwarding turns IPv4 forwarding on in ns (a new namespace starts with it off).
+func forwarding(t *testing.T, ns netns.NsHandle) {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = orig.Close() }()
+	if err := netns.Set(ns); err != nil {
+		t.Fatal(err)
+	}
+	werr := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	if err := netns.Set(orig); err != nil {
+		t.Fatalf("returning to the original namespace: %v", err) // the thread stays locked and dies
+	}
+	runtime.UnlockOSThread()
+	if werr != nil {
+		t.Fatal(werr)
+	}
 }
 
 // veth adds a veth pair name/name+"p" (as the local cloud plugs ENIs in) with mac on name.
@@ -89,7 +118,7 @@ func routes(t *testing.T, h *netlink.Handle, table int) []string {
 }
 
 func TestSetupENIInNamespace(t *testing.T) {
-	h := newNamespace(t)
+	h, ns := newNamespaceHandle(t)
 	eth0 := veth(t, h, "eth0", "02:00:00:00:00:01")
 	if err := h.LinkSetUp(eth0); err != nil {
 		t.Fatal(err)
@@ -139,6 +168,48 @@ func TestSetupENIInNamespace(t *testing.T) {
 	addrs, _ = h.AddrList(eth1, netlink.FAMILY_V4)
 	if len(addrs) != 1 || addrs[0].IPNet.String() != "198.18.1.21/16" {
 		t.Errorf("eth1 addresses after re-setup = %v", addrs)
+	}
+
+	// With the plugin's rule for a pod on this ENI, the pod's traffic (arriving from its
+	// veth) leaves through eth1 to the gateway; a pod without one (on the primary ENI)
+	// keeps the main table's default through eth0.
+	forwarding(t, ns)
+	veth(t, h, "enipod", "02:00:00:00:00:99") // a pod's host-side veth
+	for _, name := range []string{"eth0p", "eth1p", "enipod", "enipodp"} {
+		peer, err := h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.LinkSetUp(peer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: net.ParseIP("198.18.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	pod := net.ParseIP("198.18.1.40")
+	rule := netlink.NewRule()
+	rule.Src, rule.Table, rule.Priority = &net.IPNet{IP: pod, Mask: net.CIDRMask(32, 32)}, eni.RouteTable(), 1536
+	if err := h.RuleAdd(rule); err != nil {
+		t.Fatal(err)
+	}
+	via := func(src net.IP) string {
+		t.Helper()
+		rs, err := h.RouteGetWithOptions(net.ParseIP("203.0.113.9"), &netlink.RouteGetOptions{SrcAddr: src, Iif: "enipod"})
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("route get from %v: %v", src, err)
+		}
+		l, err := h.LinkByIndex(rs[0].LinkIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("via %s dev %s", rs[0].Gw, l.Attrs().Name)
+	}
+	if got := via(pod); got != "via 198.18.0.1 dev eth1" {
+		t.Errorf("pod on eni-1 to the internet: %s, want via 198.18.0.1 dev eth1", got)
+	}
+	if got := via(net.ParseIP("198.18.1.41")); got != "via 198.18.0.1 dev eth0" {
+		t.Errorf("a pod on the primary ENI (no rule) to the internet: %s, want via 198.18.0.1 dev eth0", got)
 	}
 
 	if err := l.TeardownENI(t.Context(), eni); err != nil {

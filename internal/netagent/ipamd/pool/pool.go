@@ -98,7 +98,7 @@ func (s State) Stats() Stats {
 type Kind int
 
 const (
-	// None: the pool is as it should be.
+	// None means the pool is as it should be.
 	None Kind = iota
 	// AssignIPs assigns Count more secondary addresses to the existing ENI ENIID.
 	AssignIPs
