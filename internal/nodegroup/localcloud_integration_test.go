@@ -127,6 +127,9 @@ func TestIntegrationLocalCloud(t *testing.T) {
 			if err := c.Get(ctx, types.NamespacedName{Name: "ng1"}, got); err != nil {
 				return apierrors.IsNotFound(err) && what == "deleted", nil
 			}
+			if hasIssue(got.Status.Health.Issues, v1alpha1.IssueAsgInstanceLaunchFailures) {
+				return false, fmt.Errorf("the local cloud fails to launch: %s", got.Status.Health.Issues[0].Message)
+			}
 			return cond(got), nil
 		})
 		if err != nil {
