@@ -24,18 +24,27 @@ deps: ## Install the Debian packages local nodes need (as root; otherwise list t
 	@hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
+tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, the CNI plugins loopback and portmap, agnhost, ginkgo and e2e.test into bin/ (each cached on its own)
 	@hack/build-tools.sh
 	@$(MAKE) --no-print-directory images
 
 .PHONY: images
-images: ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS) into bin/images/ from bin/ and pinned Debian packages
+images: build-netagent ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS, nodejoin-netagent) into bin/images/ from bin/ and pinned Debian packages
 	$(GO) run ./hack/images
 
-.PHONY: build
-build: ## Build nodejoin, nodeadm and nodejoin-controller into bin/
+# The aws-node image's commands are static: they run in an image without a C library,
+# and its init container copies the CNI plugin onto nodes, whatever their libc.
+NETAGENT_CMDS := $(addprefix ./,$(wildcard cmd/nodejoin-netagent cmd/nodejoin-cni))
+OTHER_CMDS := $(filter-out $(NETAGENT_CMDS),$(addprefix ./,$(wildcard cmd/*)))
+
+.PHONY: build-netagent
+build-netagent: ## Build nodejoin-netagent and nodejoin-cni (static) into bin/
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(if $(NETAGENT_CMDS),CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ $(NETAGENT_CMDS))
+
+.PHONY: build
+build: build-netagent ## Build nodejoin, nodeadm, nodejoin-controller, nodejoin-netagent and nodejoin-cni into bin/
+	$(GO) build -o $(BIN)/ $(OTHER_CMDS)
 
 .PHONY: up
 up: deps tools build ## Start a local cluster with NODES joined nodes in the background (NAME, NODES); stop it with `make down`
@@ -83,13 +92,14 @@ $(BIN)/golangci-lint: Makefile
 	@touch $@
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry CRD (api/, deploy/crds/) with controller-gen
+generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry and NodeGroup CRDs (api/, deploy/crds/) with controller-gen
 	$(BIN)/controller-gen object paths=./api/nodejoin/v1alpha1/...
-	@# The CRD of NodeAccessEntry only: NodeJoinConfig is user data, not an API object.
+	@# The CRDs of NodeAccessEntry and NodeGroup only: NodeJoinConfig is user data, not an API object.
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		$(BIN)/controller-gen crd:crdVersions=v1 paths=./api/nodejoin/v1alpha1/... output:crd:dir="$$tmp" && \
-		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" api/nodejoin/v1alpha1/crds/ && \
-		cp "$$tmp/nodejoin.io_nodeaccessentries.yaml" deploy/crds/
+		for crd in nodejoin.io_nodeaccessentries.yaml nodejoin.io_nodegroups.yaml; do \
+			cp "$$tmp/$$crd" api/nodejoin/v1alpha1/crds/ && cp "$$tmp/$$crd" deploy/crds/ || exit 1; \
+		done
 
 $(BIN)/controller-gen: Makefile
 	@mkdir -p $(BIN)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the Kubernetes v1.37.1 commands, agnhost, e2e.test and
-# ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns.
+# ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns, and the
+# CNI plugins loopback and portmap (for the aws-node image) from hack/tools/cniplugins.
 #
 #   hack/build-tools.sh            every tool (what `make tools` runs)
 #   hack/build-tools.sh NAME...    only these (for example: e2e.test ginkgo)
@@ -23,7 +24,7 @@ cache="${NODEJOIN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin/tools}"
 keep=3
 
 # Every tool, in build order: what a cluster runs first, the large test binary last.
-all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns agnhost ginkgo e2e.test)
+all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns loopback portmap agnhost ginkgo e2e.test)
 
 # The Kubernetes binaries share CGO_ENABLED=0, -trimpath and no build tags, so their
 # packages are compiled once into the Go build cache and a further binary mostly links.
@@ -82,6 +83,13 @@ recipe() {
       # grpcnotrace as upstream's Makefile; the version is the module's own.
       mod=$tools/coredns pkg=. tags=grpcnotrace
       ldflags+=" -X github.com/coredns/coredns/coremain.GitCommit=$(cd "$tools/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns)" ;;
+    loopback|portmap)
+      # containernetworking/plugins' reference plugins, with the version their
+      # `--version`/VERSION output reports, as upstream's build script sets it.
+      mod=$tools/cniplugins
+      pkg=github.com/containernetworking/plugins/plugins/main/$1
+      [ "$1" = portmap ] && pkg=github.com/containernetworking/plugins/plugins/meta/$1
+      ldflags+=" -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(cd "$tools/cniplugins" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)" ;;
     *) echo "tools: unknown tool $1" >&2; usage ;;
   esac
 }

@@ -1,7 +1,7 @@
 // Command images builds the container images local clusters use into bin/images/ (run
 // by `make tools`): no image can be pulled on the machines nodejoin runs on, so the pause
 // image, agnhost (also tagged as agnhost:2.55 and glibc-dns-testing, which upstream's
-// tests use), busybox, kube-proxy and CoreDNS are assembled here from the binaries in
+// tests use), busybox, kube-proxy, nodejoin-netagent (aws-node) and CoreDNS are assembled here from the binaries in
 // bin/ and from pinned Debian packages (images/debian-packages.txt), and written as
 // docker-save archives under their upstream names. Every node's containerd imports them
 // at launch.
@@ -48,6 +48,14 @@ import (
 // builderVersion changes whenever this program lays out an image differently, so that
 // cached archives of the old layout are not reused.
 const builderVersion = "2"
+
+// The nodejoin-netagent image: its name and layout are the ones aws-node's DaemonSet
+// uses (internal/addons; main_test.go checks they agree).
+const (
+	netagentImage      = "nodejoin.io/nodejoin-netagent:dev"
+	netagentPath       = "/usr/local/bin/nodejoin-netagent"
+	netagentPluginsDir = "/opt/nodejoin-netagent/cni"
+)
 
 const (
 	pauseVersion   = "3.10.2"
@@ -425,19 +433,38 @@ func images(b *builder, pause string) []image {
 			sets:   []string{"iptables"},
 			config: v1.Config{Env: []string{pathEnv}},
 			layers: func(b *builder) ([]*imagebuild.Layer, error) {
-				base, err := b.setLayer("iptables", "iptables 1.8.9 (nft backend) from Debian bookworm")
+				base, err := b.iptablesBase()
 				if err != nil {
 					return nil, err
 				}
-				// What Debian's update-alternatives would link: the nft backend, as on the host.
-				for _, n := range []string{"iptables", "ip6tables"} {
-					for _, s := range []string{"", "-save", "-restore"} {
-						base.Symlink("usr/sbin/"+n+s, n+"-nft"+s)
-					}
-				}
-				baseFiles(base, "", "")
 				l := imagebuild.NewLayer("kube-proxy v1.37.1 (k8s.io/kubernetes/cmd/kube-proxy)")
 				l.CopyFile("usr/local/bin/kube-proxy", 0o755, bin("kube-proxy"))
+				return []*imagebuild.Layer{base, l}, nil
+			},
+		},
+		{
+			// aws-node's image (internal/addons): the netagent, and the CNI plugins its
+			// init container copies onto nodes. The binaries come from bin/ (`make
+			// build-netagent`, static), loopback and portmap from hack/tools/cniplugins.
+			name: "nodejoin-netagent",
+			refs: []string{netagentImage},
+			inputs: map[string]string{
+				"nodejoin-netagent": bin("nodejoin-netagent"), "nodejoin-cni": bin("nodejoin-cni"),
+				"loopback": bin("loopback"), "portmap": bin("portmap"),
+			},
+			optional: "nodejoin-netagent",
+			sets:     []string{"iptables"},
+			config:   v1.Config{Entrypoint: []string{netagentPath}, Env: []string{pathEnv}},
+			layers: func(b *builder) ([]*imagebuild.Layer, error) {
+				base, err := b.iptablesBase()
+				if err != nil {
+					return nil, err
+				}
+				l := imagebuild.NewLayer("nodejoin-netagent and the CNI plugins nodejoin-cni, loopback and portmap")
+				l.CopyFile(strings.TrimPrefix(netagentPath, "/"), 0o755, bin("nodejoin-netagent"))
+				for _, p := range []string{"nodejoin-cni", "loopback", "portmap"} {
+					l.CopyFile(path.Join(strings.TrimPrefix(netagentPluginsDir, "/"), p), 0o755, bin(p))
+				}
 				return []*imagebuild.Layer{base, l}, nil
 			},
 		},
@@ -459,6 +486,23 @@ func images(b *builder, pause string) []image {
 			},
 		},
 	}
+}
+
+// iptablesBase is the root filesystem of kube-proxy and nodejoin-netagent (the same
+// layer, stored once by a node's containerd): iptables with the nft backend.
+func (b *builder) iptablesBase() (*imagebuild.Layer, error) {
+	base, err := b.setLayer("iptables", "iptables 1.8.9 (nft backend) from Debian bookworm")
+	if err != nil {
+		return nil, err
+	}
+	// What Debian's update-alternatives would link: the nft backend, as on the host.
+	for _, n := range []string{"iptables", "ip6tables"} {
+		for _, s := range []string{"", "-save", "-restore"} {
+			base.Symlink("usr/sbin/"+n+s, n+"-nft"+s)
+		}
+	}
+	baseFiles(base, "", "")
+	return base, nil
 }
 
 // userland is the root filesystem agnhost runs on: the "userland" packages, busybox's

@@ -6,7 +6,17 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
+
+	"github.com/nodejoin/nodejoin/internal/addons"
 )
+
+// The image this builds is the one aws-node's DaemonSet runs, laid out as it expects.
+func TestNetagentImageMatchesTheAddon(t *testing.T) {
+	if netagentImage != addons.DefaultAWSNodeImage || netagentPath != addons.NetagentPath || netagentPluginsDir != addons.NetagentPluginsDir {
+		t.Errorf("image %s (%s, plugins in %s); aws-node runs %s (%s, plugins in %s)", netagentImage, netagentPath, netagentPluginsDir,
+			addons.DefaultAWSNodeImage, addons.NetagentPath, addons.NetagentPluginsDir)
+	}
+}
 
 func TestLocalhostCertIsStableAndServes(t *testing.T) {
 	crt1, key1, err := localhostCert()

@@ -1,6 +1,7 @@
 // Package addons renders the add-ons a cluster gets at creation, as EKS's cluster
-// bootstrap installs them: kube-proxy (a DaemonSet in iptables mode) and CoreDNS (a
-// Deployment behind the kube-dns Service at the cluster DNS address). The objects are
+// bootstrap installs them: kube-proxy (a DaemonSet in iptables mode), CoreDNS (a
+// Deployment behind the kube-dns Service at the cluster DNS address) and aws-node (the
+// VPC CNI's DaemonSet, running nodejoin-netagent). The objects are
 // typed k8s.io/api values; nodejoin-controller applies them (internal/manager).
 package addons
 
@@ -25,7 +26,7 @@ const (
 )
 
 // Names are the add-ons this package renders, in the order they are applied.
-var Names = []string{KubeProxy, CoreDNS}
+var Names = []string{KubeProxy, CoreDNS, AWSNode}
 
 // Label is on every object of an add-on, its value the add-on's name: the controller
 // watches the objects by it and applies them again when they are deleted or changed.
@@ -71,6 +72,8 @@ type Options struct {
 	ClusterDomain string
 	// Images; defaults DefaultKubeProxyImage and DefaultCoreDNSImage.
 	KubeProxyImage, CoreDNSImage string
+	// AWSNode configures aws-node.
+	AWSNode AWSNodeOptions
 }
 
 // ParseNames parses a comma-separated list of add-on names ("kube-proxy,coredns");
@@ -136,6 +139,9 @@ func (o *Options) Complete() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := o.AWSNode.complete(); err != nil && o.enabled(AWSNode) {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -176,6 +182,8 @@ func Objects(o Options) ([]runtime.Object, error) {
 			objs, err = kubeProxy(&o)
 		case CoreDNS:
 			objs = coreDNS(&o)
+		case AWSNode:
+			objs = awsNode(&o)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s: %w", n, err)

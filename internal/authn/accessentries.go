@@ -28,7 +28,7 @@ func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(nam
 		out = append(out, RoleMapping{
 			RoleARN:  arn,
 			Username: nodejoinv1alpha1.NodeUsernameTemplate,
-			Groups:   append([]string(nil), nodejoinv1alpha1.NodeGroups...),
+			Groups:   nodejoinv1alpha1.GroupsFor(e.Spec.Type),
 			Source:   "NodeAccessEntry " + e.Name,
 			RoleID:   e.Annotations[nodejoinv1alpha1.RoleIDAnnotation],
 		})

@@ -86,6 +86,40 @@ func TestAccessEntryMapping(t *testing.T) {
 	}
 }
 
+// An EC2_WINDOWS entry also grants eks:kube-proxy-windows, as EKS does: kube-proxy on
+// Windows runs with the node's credentials (issue 14's second defect).
+func TestWindowsAccessEntryGrantsKubeProxyWindows(t *testing.T) {
+	win := entry("windows", "arn:aws:iam::111122223333:role/win-nodes")
+	win.Spec.Type = nodejoinv1alpha1.AccessEntryEC2Windows
+	linux := entry("linux", "arn:aws:iam::111122223333:role/linux-nodes")
+	linux.Spec.Type = nodejoinv1alpha1.AccessEntryEC2Linux
+	mappings := EntryMappings([]*nodejoinv1alpha1.NodeAccessEntry{win, linux}, nil)
+	instances := instanceMap{
+		"i-0aaaaaaaaaaaaaaaa": {ID: "i-0aaaaaaaaaaaaaaaa", State: "running", AccountID: "111122223333", Role: "win-nodes", PrivateDNSName: "ip-198-18-0-21.local.internal"},
+		"i-0bbbbbbbbbbbbbbbb": {ID: "i-0bbbbbbbbbbbbbbbb", State: "running", AccountID: "111122223333", Role: "linux-nodes", PrivateDNSName: "ip-198-18-0-22.local.internal"},
+	}
+	for _, tt := range []struct {
+		role, instance string
+		want           []string
+	}{
+		{"win-nodes", "i-0aaaaaaaaaaaaaaaa", []string{"system:bootstrappers", "system:nodes", "eks:kube-proxy-windows"}},
+		{"linux-nodes", "i-0bbbbbbbbbbbbbbbb", []string{"system:bootstrappers", "system:nodes"}},
+	} {
+		u, err := Map(t.Context(), caller(tt.role, tt.instance), mappings, instances)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(u.Groups, tt.want) {
+			t.Errorf("%s maps to groups %v, want %v", tt.role, u.Groups, tt.want)
+		}
+	}
+	// The shared slice is never handed out: a caller appending to one mapping's groups
+	// cannot change another's.
+	if g := nodejoinv1alpha1.GroupsFor(nodejoinv1alpha1.AccessEntryEC2Linux); len(g) != 2 {
+		t.Errorf("GroupsFor(EC2_LINUX) = %v", g)
+	}
+}
+
 func TestCombineReportsSourceErrors(t *testing.T) {
 	failing := func(context.Context) ([]RoleMapping, error) { return nil, errors.New("boom") }
 	if _, err := Combine(failing, nil)(t.Context()); err == nil || !strings.Contains(err.Error(), "reading NodeAccessEntries: boom") {

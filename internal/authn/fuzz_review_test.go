@@ -155,7 +155,8 @@ func FuzzSTSAnswer(f *testing.F) {
 
 // FuzzEntryMappings: a NodeAccessEntry that Validate accepts maps its role, and only
 // to system:node:<the instance's private DNS name> in system:bootstrappers and
-// system:nodes: rendered through Map for a running instance of that role, nothing else.
+// system:nodes (and, for EC2_WINDOWS, eks:kube-proxy-windows): rendered through Map for
+// a running instance of that role, nothing else.
 // An entry Validate refuses maps nothing and is reported.
 func FuzzEntryMappings(f *testing.F) {
 	for _, s := range []struct{ name, arn, typ string }{
@@ -181,7 +182,11 @@ func FuzzEntryMappings(f *testing.F) {
 			t.Fatalf("valid entry gave %d mappings", len(maps))
 		}
 		m := maps[0]
-		if !slices.Equal(m.Groups, []string{"system:bootstrappers", "system:nodes"}) || m.Username != "system:node:{{EC2PrivateDNSName}}" {
+		wantGroups := []string{"system:bootstrappers", "system:nodes"}
+		if e.Spec.Type == nodejoinv1alpha1.AccessEntryEC2Windows {
+			wantGroups = append(wantGroups, "eks:kube-proxy-windows")
+		}
+		if !slices.Equal(m.Groups, wantGroups) || m.Username != "system:node:{{EC2PrivateDNSName}}" {
 			t.Fatalf("mapping %+v grants more than a node's identity", m)
 		}
 		// Rendered for a caller of that role naming a running instance of it.
@@ -194,7 +199,7 @@ func FuzzEntryMappings(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Map(%+v) = %v", caller, err)
 		}
-		if user.Username != "system:node:"+inst.PrivateDNSName || !slices.Equal(user.Groups, []string{"system:bootstrappers", "system:nodes"}) {
+		if user.Username != "system:node:"+inst.PrivateDNSName || !slices.Equal(user.Groups, wantGroups) {
 			t.Fatalf("mapped to %s %v", user.Username, user.Groups)
 		}
 	})

@@ -1,9 +1,10 @@
 // Package manager runs the parts of nodejoin-controller in one controller-runtime
 // manager: on every replica the TokenReview webhook (with the NodeAccessEntry cache it
 // maps roles with), the health probes and the metrics; on the elected leader only, the
-// CSR approver and signer, the node initializer, the bootstrap-token cleanup and the
-// add-ons the cluster gets at creation (addons.go). nodejoin-controller runs it as a
-// process; `nodejoin up` runs it inside its own process.
+// CSR approver and signer, the node initializer, the NodeGroup controller, the
+// bootstrap-token cleanup and the add-ons the cluster gets at creation (addons.go).
+// nodejoin-controller runs it as a process; `nodejoin up` runs it inside its own
+// process.
 package manager
 
 import (
@@ -45,6 +46,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
@@ -145,6 +147,12 @@ type Config struct {
 	Addons       *addons.Options
 	AddonsResync time.Duration
 	addonObjects []runtime.Object
+
+	// NodeGroups, when set, runs the NodeGroup controller on the leader
+	// (internal/nodegroup); its Log and Registry default to the manager's. With
+	// InstallCRDs the NodeGroup CRD is applied too, and with InstallRBAC and Controller
+	// the role it needs (rbac.ForNodeGroups).
+	NodeGroups *nodegroup.Options
 }
 
 // LeaderElection configures the Lease the leader holds.
@@ -210,7 +218,8 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0, "leaderElection", cfg.LeaderElection != nil)
+	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0,
+		"nodegroups", cfg.NodeGroups != nil, "leaderElection", cfg.LeaderElection != nil)
 	return mgr.Start(ctx)
 }
 
@@ -285,13 +294,23 @@ func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) err
 				return fmt.Errorf("installing the add-ons' RBAC: %w", err)
 			}
 		}
+		if cfg.NodeGroups != nil && cfg.Controller != nil {
+			if err := rbac.ApplyObjects(ctx, client, rbac.ForNodeGroups(cfg.Controller), Component); err != nil {
+				return fmt.Errorf("installing the node groups' RBAC: %w", err)
+			}
+		}
 	}
 	if cfg.InstallCRDs {
 		dyn, err := dynamic.NewForConfig(cfg.REST)
 		if err != nil {
 			return err
 		}
-		return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD)
+		if err := ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
+			return err
+		}
+		if cfg.NodeGroups != nil {
+			return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeGroupCRD)
+		}
 	}
 	return nil
 }
@@ -380,7 +399,7 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 }
 
 // addLeaderParts adds what only the leader runs: the CSR controller, the node
-// initializer and the cleanup of expired bootstrap tokens.
+// initializer, the NodeGroup controller and the cleanup of expired bootstrap tokens.
 func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
 	rec := mgr.GetEventRecorder(Component)
 	if cfg.Signer != nil {
@@ -403,6 +422,22 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
+		}
+	}
+	if cfg.NodeGroups != nil {
+		o := *cfg.NodeGroups
+		if o.Log == nil {
+			o.Log = cfg.Log.With("part", "nodegroups")
+		}
+		if o.Registry == nil {
+			o.Registry = cfg.Registry
+		}
+		r, err := nodegroup.New(mgr.GetClient(), mgr.GetAPIReader(), rec, o)
+		if err != nil {
+			return err
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the NodeGroup controller: %w", err)
 		}
 	}
 	if cfg.addonObjects != nil {

@@ -86,12 +86,21 @@ func (r *renderer) kubeletConfig() error {
 		info, known = r.o.InstanceTypes(r.md.InstanceType)
 	}
 	maxPods := nodeconfig.DefaultMaxPods
-	if known {
+	switch {
+	case known:
 		maxPods, err = nodeconfig.MaxPods(info, spec.Kubelet.MaxPodsExpression)
 		if err != nil {
 			r.warn("%v", err)
 		}
-	} else {
+	case spec.Kubelet.MaxPodsExpression != "":
+		// An expression that needs no instance facts (a constant, such as Bottlerocket's
+		// max-pods) still applies to an unknown instance type.
+		if n, err := nodeconfig.EvalConstantMaxPods(spec.Kubelet.MaxPodsExpression); err == nil {
+			maxPods = n
+		} else {
+			r.warn("instance type %q is not in the instance-type table and maxPodsExpression %q needs it (%v): max pods is %d", r.md.InstanceType, spec.Kubelet.MaxPodsExpression, err, maxPods)
+		}
+	default:
 		r.warn("instance type %q is not in the instance-type table: max pods is %d", r.md.InstanceType, maxPods)
 	}
 	if maxPods < 0 || maxPods > math.MaxInt32 {

@@ -58,9 +58,11 @@ func (m IMDS) Metadata(ctx context.Context) (*Metadata, error) {
 	if md.LocalIPv4, err = m.get(ctx, "local-ipv4"); err != nil {
 		return nil, err
 	}
-	if md.PrivateDNSName, err = m.get(ctx, "local-hostname"); err != nil {
+	if md.LocalHostname, err = m.get(ctx, "local-hostname"); err != nil {
 		return nil, err
 	}
+	// EC2's name replaces it where EC2 can be asked (ResolvePrivateDNSName).
+	md.PrivateDNSName = md.LocalHostname
 	nic := "network/interfaces/macs/" + md.MAC + "/"
 	if blocks, err := m.get(ctx, nic+"vpc-ipv4-cidr-blocks"); err == nil && blocks != "" {
 		md.VPCIPv4CIDRs = strings.Fields(blocks)

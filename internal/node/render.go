@@ -23,8 +23,12 @@ type Metadata struct {
 	MAC              string
 	LocalIPv4        string
 	IPv6             []string
-	PrivateDNSName   string
-	VPCIPv4CIDRs     []string
+	// PrivateDNSName is the instance's private DNS name as EC2 reports it, the node's
+	// name (see ResolvePrivateDNSName).
+	PrivateDNSName string
+	// LocalHostname is IMDS local-hostname, which a custom DHCP domain makes differ.
+	LocalHostname string
+	VPCIPv4CIDRs  []string
 }
 
 // Options tune rendering to the host.

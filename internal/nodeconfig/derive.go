@@ -56,6 +56,20 @@ func MaxPods(info ENIInfo, expression string) (int, error) {
 // EvalMaxPods evaluates a maxPodsExpression. The result must be an integer in
 // 1..MaxInt32.
 func EvalMaxPods(expression string, info ENIInfo) (int, error) {
+	return evalMaxPods(expression, map[string]any{
+		"default_enis": int64(info.ENIs),
+		"ips_per_eni":  int64(info.IPsPerENI),
+		"max_pods":     int64(info.StandardMaxPods()),
+	})
+}
+
+// EvalConstantMaxPods evaluates a maxPodsExpression that needs no instance facts,
+// such as "20"; one that refers to default_enis, ips_per_eni or max_pods fails.
+func EvalConstantMaxPods(expression string) (int, error) {
+	return evalMaxPods(expression, map[string]any{})
+}
+
+func evalMaxPods(expression string, vars map[string]any) (int, error) {
 	env, err := cel.NewEnv(
 		cel.Variable("default_enis", cel.IntType),
 		cel.Variable("ips_per_eni", cel.IntType),
@@ -72,11 +86,7 @@ func EvalMaxPods(expression string, info ENIInfo) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	out, _, err := prg.Eval(map[string]any{
-		"default_enis": int64(info.ENIs),
-		"ips_per_eni":  int64(info.IPsPerENI),
-		"max_pods":     int64(info.StandardMaxPods()),
-	})
+	out, _, err := prg.Eval(vars)
 	if err != nil {
 		return 0, fmt.Errorf("evaluation failed: %w", err)
 	}

@@ -81,3 +81,14 @@ func TestKubeReserved(t *testing.T) {
 		}
 	}
 }
+
+func TestEvalConstantMaxPods(t *testing.T) {
+	if n, err := EvalConstantMaxPods("20"); err != nil || n != 20 {
+		t.Errorf("EvalConstantMaxPods(20) = %d, %v", n, err)
+	}
+	for _, expr := range []string{"max_pods - 2", "default_enis * 2", "0"} {
+		if n, err := EvalConstantMaxPods(expr); err == nil {
+			t.Errorf("EvalConstantMaxPods(%q) = %d, want an error", expr, n)
+		}
+	}
+}

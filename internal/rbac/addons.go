@@ -28,21 +28,24 @@ const AddonsRole = "nodejoin:controller:addons"
 //     and watch of Services, endpoints, EndpointSlices, pods and namespaces: read
 //     only). `escalate` with `bind` on the same role would let the controller write
 //     any rule into it and bind it to itself: cluster-admin in two requests.
+//   - aws-node's ClusterRole aws-node likewise: the controller holds its rules (get,
+//     list and watch of nodes, pods and namespaces: read only).
 func ForAddons(controller *rbacv1.Subject) Objects {
 	names := func(n ...string) []string { return n }
 	cluster := []rbacv1.PolicyRule{
-		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: names(addons.CoreDNSRole), Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: names(addons.CoreDNSRole, addons.AWSNode), Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, ResourceNames: names(addons.NodeProxierRole), Verbs: []string{"bind"}},
 		// Delete: a binding whose role reference changed is deleted and applied again.
-		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}, ResourceNames: names(addons.KubeProxyBinding, addons.CoreDNSRole), Verbs: []string{"create", "patch", "delete"}},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}, ResourceNames: names(addons.KubeProxyBinding, addons.CoreDNSRole, addons.AWSNode), Verbs: []string{"create", "patch", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"list", "watch"}},
 	}
 	cluster = append(cluster, addons.CoreDNSRules()...)
+	cluster = append(cluster, addons.AWSNodeRules()...)
 	namespaced := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: names(addons.KubeProxy, addons.CoreDNS), Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: names(addons.KubeProxy, addons.CoreDNS, addons.AWSNode), Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: names(addons.KubeProxy, addons.CoreDNS), Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: names(addons.KubeDNS), Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: names(addons.KubeProxy), Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: names(addons.KubeProxy, addons.AWSNode), Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: names(addons.CoreDNS), Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments"}, Verbs: []string{"list", "watch"}},

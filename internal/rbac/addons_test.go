@@ -3,6 +3,7 @@ package rbac
 import (
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -24,18 +25,21 @@ var usedByTheAddonInstaller = func() map[grant]string {
 		}
 	}
 	apply := []string{"create", "patch"}
-	add("cluster", "rbac.authorization.k8s.io", "clusterroles", "apply system:coredns", apply, "system:coredns")
+	add("cluster", "rbac.authorization.k8s.io", "clusterroles", "apply system:coredns and aws-node", apply, "system:coredns", "aws-node")
 	add("cluster", "rbac.authorization.k8s.io", "clusterroles", "bind kube-proxy to system:node-proxier", []string{"bind"}, "system:node-proxier")
-	add("cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "apply, and replace when the role changed", []string{"create", "patch", "delete"}, "nodejoin:node-proxier", "system:coredns")
+	add("cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "apply, and replace when the role changed", []string{"create", "patch", "delete"}, "nodejoin:node-proxier", "system:coredns", "aws-node")
 	add("cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "informer", []string{"list", "watch"})
 	for _, r := range []string{"endpoints", "services", "pods", "namespaces"} {
 		add("cluster", "", r, "held to create and bind system:coredns", []string{"list", "watch"})
 	}
 	add("cluster", "discovery.k8s.io", "endpointslices", "held to create and bind system:coredns", []string{"list", "watch"})
-	add("kube-system", "", "serviceaccounts", "apply", apply, "kube-proxy", "coredns")
+	for _, r := range []string{"nodes", "pods", "namespaces"} {
+		add("cluster", "", r, "held to create and bind aws-node", []string{"get", "list", "watch"})
+	}
+	add("kube-system", "", "serviceaccounts", "apply", apply, "kube-proxy", "coredns", "aws-node")
 	add("kube-system", "", "configmaps", "apply", apply, "kube-proxy", "coredns")
 	add("kube-system", "", "services", "apply", apply, "kube-dns")
-	add("kube-system", "apps", "daemonsets", "apply", apply, "kube-proxy")
+	add("kube-system", "apps", "daemonsets", "apply", apply, "kube-proxy", "aws-node")
 	add("kube-system", "apps", "deployments", "apply", apply, "coredns")
 	add("kube-system", "", "serviceaccounts", "informer", []string{"list", "watch"})
 	add("kube-system", "", "services", "informer", []string{"list", "watch"})
@@ -105,10 +109,12 @@ func TestAddonRolesCoverEveryAddonObject(t *testing.T) {
 			}
 		}
 	}
-	// Binding system:coredns without bind: the controller holds its rules.
-	for _, g := range grants("cluster", addons.CoreDNSRules()) {
-		if !have[g] {
-			t.Errorf("the controller does not hold %+v of system:coredns, so it may not create or bind it", g)
+	// Binding system:coredns and aws-node without bind: the controller holds their rules.
+	for role, rules := range map[string][]rbacv1.PolicyRule{addons.CoreDNSRole: addons.CoreDNSRules(), addons.AWSNode: addons.AWSNodeRules()} {
+		for _, g := range grants("cluster", rules) {
+			if !have[g] {
+				t.Errorf("the controller does not hold %+v of %s, so it may not create or bind it", g, role)
+			}
 		}
 	}
 	if len(o.RoleBindings) != 1 || o.RoleBindings[0].Subjects[0] != ServiceAccount || o.ClusterRoleBindings[0].Subjects[0] != ServiceAccount ||

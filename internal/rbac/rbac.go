@@ -99,6 +99,9 @@ func For(controller *rbacv1.Subject) Objects {
 			crb(NodeBootstrapperRole, NodeBootstrapperRole, group("system:bootstrappers"), group("system:nodes")),
 			crb("nodejoin:kubelet-bootstrap", "system:node-bootstrapper", group("system:bootstrappers")),
 			crb("nodejoin:selfnodeclient", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", group("system:nodes")),
+			// kube-proxy on Windows nodes runs with the node's identity, which EC2_WINDOWS
+			// entries put in this group (EKS binds it the same way).
+			crb(nodejoinv1alpha1.KubeProxyWindowsGroup, "system:node-proxier", group(nodejoinv1alpha1.KubeProxyWindowsGroup)),
 		},
 	}
 	if controller == nil {

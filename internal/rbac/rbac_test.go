@@ -27,10 +27,16 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeGroupRoles, err := ForNodeGroups(&ServiceAccount).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
 		"../../deploy/rbac.yaml":                               rendered,
 		"../../deploy/rbac-addons.yaml":                        addonRoles,
+		"../../deploy/rbac-nodegroups.yaml":                    nodeGroupRoles,
 		"../../deploy/crds/nodejoin.io_nodeaccessentries.yaml": crd,
+		"../../deploy/crds/nodejoin.io_nodegroups.yaml":        nodejoinv1alpha1.NodeGroupCRD,
 	} {
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -187,6 +193,8 @@ func TestBindingSubjectsAllowList(t *testing.T) {
 		"nodejoin:kubelet-bootstrap": {"Group/system:bootstrappers"},
 		"nodejoin:selfnodeclient":    {"Group/system:nodes"},
 		ControllerRole:               {"ServiceAccount/nodejoin-controller"},
+		// Windows nodes' kube-proxy (system:node-proxier), as EKS binds it.
+		"eks:kube-proxy-windows": {"Group/eks:kube-proxy-windows"},
 	}
 	for _, b := range For(&ServiceAccount).ClusterRoleBindings {
 		want, ok := allowed[b.Name]

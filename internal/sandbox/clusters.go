@@ -94,6 +94,10 @@ type NodeStatus struct {
 	Identity   string    `json:"identity"`
 	AMIFamily  string    `json:"amiFamily"`
 	Launched   time.Time `json:"launched"`
+	// Zone is the instance's availability zone; AutoScalingGroup the group that
+	// launched it, if one did.
+	Zone             string `json:"zone,omitempty"`
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
 	// State is "Ready", "joining" (a step waits) or "failed" (a step failed).
 	State string `json:"state"`
 	// Step is the step that failed or waits, or the last one ("Ready").
@@ -132,7 +136,8 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 	out := make([]NodeStatus, 0, len(recs))
 	for _, r := range recs {
 		ns := NodeStatus{Name: r.NodeName, InstanceID: r.ID, IP: r.IP, Kubelet: string(r.Kubelet), Identity: string(r.Identity),
-			AMIFamily: string(r.AMIFamily), Launched: r.Launched, State: JoinReady, Step: string(joinstatus.StepReady)}
+			AMIFamily: string(r.AMIFamily), Launched: r.Launched, Zone: r.Zone, AutoScalingGroup: r.AutoScalingGroup,
+			State: JoinReady, Step: string(joinstatus.StepReady)}
 		steps := snap.NodeSteps(r.NodeName, r.Identity == instance.IdentityBootstrapToken, accepted["system:node:"+r.NodeName])
 		for _, st := range steps {
 			if st.State == joinstatus.Done {

@@ -33,6 +33,9 @@ type Report struct {
 	Steps []Finding `json:"steps"`
 	// ControlPlane is the health of the cluster's control-plane daemons.
 	ControlPlane []ComponentHealth `json:"controlPlane,omitempty"`
+	// Network is the node's pod network as its network add-on's ipamd reports it
+	// (real kubelets whose ipamd answers).
+	Network *NetworkState `json:"network,omitempty"`
 	// Logs are where to look further.
 	Logs []LogFile `json:"logs"`
 }
@@ -207,6 +210,9 @@ func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *R
 		r.Logs = append(r.Logs, LogFile{"kubelet", filepath.Join(dir, "logs", "kubeletsim", rec.NodeName+".log")})
 	}
 	r.Logs = append(r.Logs, LogFile{"controller", controllerLog})
+	if rec.Kubelet == instance.KubeletReal {
+		networkFinding(ctx, r, rec)
+	}
 
 	r.Steps = append(r.Steps, instanceFinding(rec), nodeadmFinding(rec, nodeadmLog))
 	// The control plane's health is context for the steps; a failure to check it shows

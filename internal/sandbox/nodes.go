@@ -162,7 +162,7 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 	case instance.IdentityAWSIAM:
 		dyn, err := dynamic.NewForConfig(c.RESTConfig())
 		if err == nil {
-			err = ensureAccessEntry(ctx, dyn, c.Name(), prov.RoleARN(nodeRole(c.Name())))
+			err = ensureAccessEntry(ctx, dyn, nodeRole(c.Name()), prov.RoleARN(nodeRole(c.Name())))
 		}
 		if err != nil {
 			return nil, errors.Join(err, prov.Close(ctx))
@@ -175,13 +175,13 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 	return w, nil
 }
 
-// ensureAccessEntry maps the nodes' instance role to the node identity, as an EKS
-// access entry of type EC2_LINUX does.
-func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, cluster, roleARN string) error {
+// ensureAccessEntry maps an instance role to the node identity, as an EKS access entry
+// of type EC2_LINUX does, in the NodeAccessEntry name.
+func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, name, roleARN string) error {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": nodejoinv1alpha1.APIVersion,
 		"kind":       "NodeAccessEntry",
-		"metadata":   map[string]any{"name": nodeRole(cluster)},
+		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"principalARN": roleARN, "type": string(nodejoinv1alpha1.AccessEntryEC2Linux)},
 	}}
 	_, err := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource).Create(ctx, u, metav1.CreateOptions{})

@@ -50,6 +50,9 @@ type Options struct {
 	APIPort int
 	// Nodes are the nodes Start launches, and the defaults of AddNodes.
 	Nodes NodeOptions
+	// NodeGroupKubelet is what plays the kubelets of instances the local cloud's Auto
+	// Scaling groups launch: "sim" (the default) or "real".
+	NodeGroupKubelet string
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool
@@ -165,7 +168,8 @@ type Sandbox struct {
 	cluster    *controlplane.Cluster
 	controller *controller.Controller
 
-	mu    sync.Mutex // serializes AddNodes; guards nodes and workers
+	mu    sync.Mutex // serializes AddNodes; guards nodes
+	wmu   sync.Mutex // guards w
 	w     *workers   // nil until nodes are launched
 	nodes []Node
 
@@ -214,6 +218,9 @@ func (o *Options) complete() error {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if k := o.NodeGroupKubelet; k != "" && k != "sim" && k != "real" {
+		return &OptionError{"nodegroup-kubelet", k, "want real or sim"}
 	}
 	return o.Nodes.Validate()
 }
@@ -288,20 +295,17 @@ func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, progress Progress
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep := newReporter(progress)
-	if s.w == nil {
-		w, err := startWorkers(ctx, s, s.opts.Nodes, rep)
-		if err != nil {
-			return nil, err
-		}
-		s.w = w
+	w, err := s.ensureWorkers(ctx, rep)
+	if err != nil {
+		return nil, err
 	}
-	if o.Identity != string(s.w.identity) {
-		return nil, &OptionError{"identity", o.Identity, fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", s.w.identity)}
+	if o.Identity != string(w.identity) {
+		return nil, &OptionError{"identity", o.Identity, fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", w.identity)}
 	}
-	if o.Kubelet != "" && o.Kubelet != string(s.w.kubelet) {
-		return nil, &OptionError{"kubelet", o.Kubelet, fmt.Sprintf("this cluster runs %s kubelets", s.w.kubelet)}
+	if o.Kubelet != "" && o.Kubelet != string(w.kubelet) {
+		return nil, &OptionError{"kubelet", o.Kubelet, fmt.Sprintf("this cluster runs %s kubelets", w.kubelet)}
 	}
-	nodes, err := s.w.run(ctx, o, rep)
+	nodes, err := w.run(ctx, o, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -313,9 +317,7 @@ func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, progress Progress
 // state directory (and its logs); Delete removes it.
 func (s *Sandbox) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		w := s.w
-		s.mu.Unlock()
+		w := s.currentWorkers()
 		var errs []error
 		if w != nil {
 			if err := w.stop(ctx); err != nil {

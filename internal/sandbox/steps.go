@@ -69,7 +69,10 @@ func (controllerStep) Name() string { return "starting nodejoin-controller" }
 
 func (controllerStep) Run(ctx context.Context, s *state) error {
 	return s.progress.timed("starting nodejoin-controller", func() error {
-		c, err := controller.Start(ctx, controller.Config{Cluster: s.sandbox.cluster})
+		sb := s.sandbox
+		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
+			// The local cloud's Auto Scaling groups launch local instances.
+			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name)})
 		s.sandbox.controller = c
 		return err
 	})
@@ -85,8 +88,7 @@ func (nodeAccessStep) Run(ctx context.Context, s *state) error {
 	if s.sandbox.opts.Nodes.Count == 0 {
 		return nil
 	}
-	w, err := startWorkers(ctx, s.sandbox, s.sandbox.opts.Nodes, s.progress)
-	s.sandbox.w = w
+	_, err := s.sandbox.ensureWorkers(ctx, s.progress)
 	return err
 }
 
@@ -100,7 +102,7 @@ func (nodesStep) Run(ctx context.Context, s *state) error {
 	if sb.opts.Nodes.Count == 0 {
 		return writeNodes(sb.opts.StateDir, nil)
 	}
-	nodes, err := sb.w.run(ctx, sb.opts.Nodes, s.progress)
+	nodes, err := sb.currentWorkers().run(ctx, sb.opts.Nodes, s.progress)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -66,6 +67,9 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 		findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: "settings.kubernetes.bootstrap-token: the kubelet joins with a bootstrap token (not shown)"})
 	}
 	handled := map[string]bool{"bootstrap-token": true, "cluster-name": true, "api-server": true, "cluster-certificate": true, "cluster-dns-ip": true, "max-pods": true, "node-labels": true, "node-taints": true}
+	for k := range bottlerocketKubelet {
+		handled[k] = true
+	}
 	for _, k := range sortedKeys(kube) {
 		if !handled[k] {
 			ignore("settings.kubernetes.%s: not translated; set the equivalent in spec.kubelet.config if you need it", k)
@@ -74,6 +78,16 @@ func translateBottlerocket(ctx context.Context, p *Part, r Resolver) ([]*v1alpha
 	cfg, more, err := params.build(ctx, r)
 	if err != nil {
 		return nil, nil, "", err
+	}
+	if err := bottlerocketKubeletConfig(cfg, kube, name); err != nil {
+		return nil, nil, "", err
+	}
+	if params.maxPods > 0 {
+		// Bottlerocket sizes kubeReserved memory from settings.kubernetes.max-pods, not
+		// from the instance type: make it nodeadm's own max pods, from which nodeadm
+		// computes kubeReserved.
+		cfg.Spec.Kubelet.MaxPodsExpression = strconv.Itoa(params.maxPods)
+		findings = append(findings, Finding{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("settings.kubernetes.max-pods %d also sizes kubeReserved memory (%d Mi), as on Bottlerocket", params.maxPods, 11*params.maxPods+255)})
 	}
 	if len(taints) > 0 {
 		if err := setKubeletConfig(cfg, "registerWithTaints", taints); err != nil {
@@ -193,4 +207,91 @@ func bottlerocketToken(kube map[string]any, name string) (string, error) {
 		return "", fmt.Errorf("%s: settings.kubernetes.bootstrap-token: want a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}", name)
 	}
 	return s, nil
+}
+
+// bottlerocketKubelet maps settings.kubernetes keys onto the kubelet configuration
+// fields they set, with the kind of value each takes.
+var bottlerocketKubelet = map[string]struct {
+	field string
+	kind  string // "map" (of strings), "int", "bool", "string"
+}{
+	"kube-reserved":                           {"kubeReserved", "map"},
+	"system-reserved":                         {"systemReserved", "map"},
+	"eviction-hard":                           {"evictionHard", "map"},
+	"eviction-soft":                           {"evictionSoft", "map"},
+	"eviction-soft-grace-period":              {"evictionSoftGracePeriod", "map"},
+	"eviction-max-pod-grace-period":           {"evictionMaxPodGracePeriod", "int"},
+	"image-gc-high-threshold-percent":         {"imageGCHighThresholdPercent", "int"},
+	"image-gc-low-threshold-percent":          {"imageGCLowThresholdPercent", "int"},
+	"cpu-cfs-quota-enforced":                  {"cpuCFSQuota", "bool"},
+	"pod-pids-limit":                          {"podPidsLimit", "int"},
+	"shutdown-grace-period":                   {"shutdownGracePeriod", "string"},
+	"shutdown-grace-period-for-critical-pods": {"shutdownGracePeriodCriticalPods", "string"},
+	"kube-api-qps":                            {"kubeAPIQPS", "int"},
+	"kube-api-burst":                          {"kubeAPIBurst", "int"},
+	"container-log-max-size":                  {"containerLogMaxSize", "string"},
+	"container-log-max-files":                 {"containerLogMaxFiles", "int"},
+	"cpu-manager-policy":                      {"cpuManagerPolicy", "string"},
+	"topology-manager-policy":                 {"topologyManagerPolicy", "string"},
+}
+
+// bottlerocketKubeletConfig translates the settings.kubernetes keys that are kubelet
+// configuration into spec.kubelet.config.
+func bottlerocketKubeletConfig(cfg *v1alpha1.NodeConfig, kube map[string]any, where string) error {
+	for _, k := range sortedKeys(kube) {
+		m, ok := bottlerocketKubelet[k]
+		if !ok {
+			continue
+		}
+		v := kube[k]
+		bad := func() error {
+			return fmt.Errorf("%s: settings.kubernetes.%s: want a %s, got %v", where, k, map[string]string{"map": "table of strings", "int": "whole number", "bool": "boolean", "string": "string"}[m.kind], v)
+		}
+		var out any
+		switch m.kind {
+		case "map":
+			t, ok := v.(map[string]any)
+			if !ok {
+				return bad()
+			}
+			strs := map[string]string{}
+			for tk, tv := range t {
+				s, ok := tv.(string)
+				if !ok {
+					return bad()
+				}
+				strs[tk] = s
+			}
+			out = strs
+		case "int":
+			switch n := v.(type) {
+			case int64:
+				out = n
+			case string: // Bottlerocket also takes numbers as strings
+				i, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					return bad()
+				}
+				out = i
+			default:
+				return bad()
+			}
+		case "bool":
+			b, ok := v.(bool)
+			if !ok {
+				return bad()
+			}
+			out = b
+		default:
+			s, ok := v.(string)
+			if !ok {
+				return bad()
+			}
+			out = s
+		}
+		if err := setKubeletConfig(cfg, m.field, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }

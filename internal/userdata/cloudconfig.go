@@ -240,6 +240,9 @@ func parseKubeletEnv(data []byte, where string) (*al2Params, error) {
 	}
 	p.endpoint, p.b64CA = vars["API_SERVER_URL"], vars["B64_CLUSTER_CA"]
 	p.dnsClusterIP, p.clusterID = vars["CLUSTER_DNS"], vars["CLUSTER_ID"]
+	// nodejoin's eksctl-style cloud-config names a service range bootstrap.sh cannot
+	// infer from CLUSTER_DNS.
+	p.serviceIPv4CIDR, p.serviceIPv6CIDR = vars["SERVICE_IPV4_CIDR"], vars["SERVICE_IPV6_CIDR"]
 	if v := vars["ENABLE_LOCAL_OUTPOST"]; v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

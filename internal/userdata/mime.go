@@ -103,6 +103,21 @@ func clip(s string) string {
 	return s
 }
 
+var looseBoundaryRE = regexp.MustCompile(`(?i)^\s*(multipart/[a-z0-9.+-]+)\s*;\s*boundary=([^";\s]+)\s*$`)
+
+// parseMediaType is mime.ParseMediaType, also accepting an unquoted boundary with
+// characters MIME wants quoted ("boundary=//"), which cloud-init accepts and eksctl's
+// tests write.
+func parseMediaType(v string) (string, map[string]string, error) {
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		if m := looseBoundaryRE.FindStringSubmatch(v); m != nil {
+			return strings.ToLower(m[1]), map[string]string{"boundary": m[2]}, nil
+		}
+	}
+	return mt, params, err
+}
+
 // isMultipart reports whether data starts with MIME headers declaring a multipart
 // document, and returns its boundary.
 func isMultipart(data []byte) (string, bool) {
@@ -114,7 +129,7 @@ func isMultipart(data []byte) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	mt, params, err := mime.ParseMediaType(headers["Content-Type"])
+	mt, params, err := parseMediaType(headers["Content-Type"])
 	if err != nil || !strings.HasPrefix(mt, "multipart/") {
 		return "", false
 	}
@@ -133,7 +148,7 @@ func splitMultipart(data []byte) ([]rawPart, []string, error) {
 		return nil, nil, err
 	}
 	ct := headers["Content-Type"]
-	_, params, err := mime.ParseMediaType(ct)
+	_, params, err := parseMediaType(ct)
 	if err != nil {
 		return nil, nil, fmt.Errorf("user data, line %d: Content-Type %q: %w", first+1, ct, err)
 	}

@@ -20,6 +20,7 @@ const (
 	KindShell        Kind = "shell script"
 	KindCloudConfig  Kind = "cloud-config"
 	KindBottlerocket Kind = "Bottlerocket settings"
+	KindPowerShell   Kind = "PowerShell (Windows)"
 	KindNodeJoin     Kind = "NodeJoinConfig"
 	KindOther        Kind = "other"
 	KindEmpty        Kind = "empty"
@@ -165,6 +166,8 @@ func classify(mediaType string, body []byte) Kind {
 	switch {
 	case bytes.HasPrefix(first, []byte("#cloud-config")):
 		return KindCloudConfig
+	case bytes.HasPrefix(bytes.ToLower(first), []byte("<powershell>")):
+		return KindPowerShell
 	case bytes.HasPrefix(first, []byte("#!")):
 		return KindShell
 	case nodeConfigRE.Match(trimmed):

@@ -193,7 +193,7 @@ func TestClassifyWithoutMediaType(t *testing.T) {
 		"#cloud-config\nruncmd: []\n":                                            KindCloudConfig,
 		"[settings.kubernetes]\ncluster-name = \"c\"\n":                          KindBottlerocket,
 		"settings.kubernetes.cluster-name = 'c'\n":                               KindBottlerocket,
-		"<powershell>\n[string]$EKSBootstrapScriptFile = \"x\"\n</powershell>\n": KindOther,
+		"<powershell>\n[string]$EKSBootstrapScriptFile = \"x\"\n</powershell>\n": KindPowerShell,
 		"   \n": KindEmpty,
 	}
 	for body, want := range tests {

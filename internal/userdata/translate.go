@@ -117,6 +117,8 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 			cfgs, findings, err = translateShell(ctx, p, r)
 		case KindCloudConfig:
 			cfgs, findings, err = translateCloudConfig(ctx, p, r)
+		case KindPowerShell:
+			cfgs, findings, err = translatePowerShell(ctx, p, r)
 		case KindBottlerocket:
 			var token string
 			if cfgs, findings, token, err = translateBottlerocket(ctx, p, r); token != "" {

@@ -1,11 +1,12 @@
 // Package userdata decodes the user data that EKS nodes receive, in every format EKS
 // tools produce: base64 and gzip wrappers, MIME multipart documents, NodeConfig YAML or
-// JSON, shell scripts that call /etc/eks/bootstrap.sh, eksctl cloud-config, and
-// Bottlerocket TOML. Decode splits user data into parts and says what each part is;
-// Translate turns the parts into NodeConfig documents.
+// JSON, shell scripts that call /etc/eks/bootstrap.sh, eksctl cloud-config,
+// Bottlerocket TOML, and Windows PowerShell calling Start-EKSBootstrap.ps1. Decode
+// splits user data into parts and says what each part is; Translate turns the parts
+// into NodeConfig documents.
 //
 // It is over 600 lines because it reads every supported user-data format, one file
-// each (MIME, bootstrap.sh and its shell, cloud-config, Bottlerocket TOML).
+// each (MIME, bootstrap.sh and its shell, cloud-config, Bottlerocket TOML, PowerShell).
 package userdata
 
 import (

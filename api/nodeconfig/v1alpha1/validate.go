@@ -107,7 +107,8 @@ func (k *KubeletOptions) validate(p *field.Path) field.ErrorList {
 		if !strings.HasPrefix(f, "--") || len(f) < 3 {
 			errs = append(errs, field.Invalid(p.Child("flags").Index(i), f, "a kubelet flag starts with --, such as --node-labels=team=a"))
 		}
-		if taints, ok := strings.CutPrefix(f, "--register-with-taints="); ok {
+		// An empty list registers no taints (eksctl's Windows user data passes one).
+		if taints, ok := strings.CutPrefix(f, "--register-with-taints="); ok && taints != "" {
 			for _, t := range strings.Split(taints, ",") {
 				_, effect, _ := strings.Cut(t, ":")
 				if effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute" {

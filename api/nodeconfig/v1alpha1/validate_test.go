@@ -55,6 +55,7 @@ func TestValidate(t *testing.T) {
 		{"taint without effect", func(c *NodeConfig) {
 			c.Spec.Kubelet.Flags = []string{"--v=2", "--register-with-taints=a=b:NoSchedule,taint1=true"}
 		}, []string{`spec.kubelet.flags[1]`, `taint "taint1=true" needs an effect`}},
+		{"empty taint list", func(c *NodeConfig) { c.Spec.Kubelet.Flags = []string{"--node-labels=", "--register-with-taints="} }, nil},
 		{"bad strategy", func(c *NodeConfig) { c.Spec.Instance.LocalStorage.Strategy = "raid0" }, []string{`spec.instance.localStorage.strategy: Unsupported value: "raid0"`}},
 	}
 	for _, tt := range tests {

@@ -50,6 +50,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	for generated, committed := range map[string][]string{
 		"zz_generated.deepcopy.go":           {"zz_generated.deepcopy.go"},
 		"nodejoin.io_nodeaccessentries.yaml": {"crds/nodejoin.io_nodeaccessentries.yaml", "../../../deploy/crds/nodejoin.io_nodeaccessentries.yaml"},
+		"nodejoin.io_nodegroups.yaml":        {"crds/nodejoin.io_nodegroups.yaml", "../../../deploy/crds/nodejoin.io_nodegroups.yaml"},
 	} {
 		want, err := os.ReadFile(filepath.Join(out, generated))
 		if err != nil {

@@ -11,12 +11,12 @@ var (
 	GroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
 	// SchemeBuilder registers the group's API objects.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme adds NodeAccessEntry and NodeAccessEntryList to a scheme.
+	// AddToScheme adds NodeAccessEntry, NodeGroup and their lists to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &NodeAccessEntry{}, &NodeAccessEntryList{})
+	s.AddKnownTypes(GroupVersion, &NodeAccessEntry{}, &NodeAccessEntryList{}, &NodeGroup{}, &NodeGroupList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

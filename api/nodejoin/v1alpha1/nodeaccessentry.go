@@ -43,6 +43,20 @@ const (
 // NodeGroups are the groups a node entry grants.
 var NodeGroups = []string{"system:bootstrappers", "system:nodes"}
 
+// KubeProxyWindowsGroup is the group EKS adds for Windows nodes: kube-proxy on Windows
+// runs with the node's credentials and needs the node-proxier role through it.
+const KubeProxyWindowsGroup = "eks:kube-proxy-windows"
+
+// GroupsFor returns the groups an entry of type t grants, as EKS grants them: the node
+// groups, and for EC2_WINDOWS also eks:kube-proxy-windows.
+func GroupsFor(t AccessEntryType) []string {
+	groups := append([]string(nil), NodeGroups...)
+	if t == AccessEntryEC2Windows {
+		groups = append(groups, KubeProxyWindowsGroup)
+	}
+	return groups
+}
+
 // NodeAccessEntry admits the instances that carry one IAM role as nodes: a token of
 // that role whose session is a running instance with the role maps to
 // system:node:<the instance's private DNS name>, in groups system:bootstrappers and

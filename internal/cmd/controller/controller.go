@@ -87,6 +87,7 @@ type options struct {
 	kubeAPIQPS                            float32
 	kubeAPIBurst                          int
 	addons                                addonFlags
+	nodegroups                            nodeGroupFlags
 }
 
 func runCommand() *cobra.Command {
@@ -134,7 +135,7 @@ func runCommand() *cobra.Command {
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 	f.DurationVar(&o.retry, "leader-election-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start (needs RBAC rights the deployed controller does not have)")
-	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition at start")
+	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition (and NodeGroup's, with --nodegroups) at start")
 	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege roles (with --install-rbac)")
 	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 10*time.Minute, "how often expired bootstrap tokens are deleted (0: never)")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", "", "serve /healthz and /readyz at http://ADDR (default: off)")
@@ -142,6 +143,7 @@ func runCommand() *cobra.Command {
 	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR")
 	_ = f.MarkDeprecated("health-bind-address", "use --health-probe-bind-address")
 	o.addons.register(f)
+	o.nodegroups.register(f)
 	return cmd
 }
 
@@ -379,6 +381,9 @@ func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 	cfg.Nodes, cfg.Instances = inv, inv
 	if signing {
 		if err := o.signingConfig(&cfg); err != nil {
+			return err
+		}
+		if err := o.nodegroups.config(ctx, o, &cfg); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,8 @@ func TestRunAddonFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--addons", "kube-proxy,aws-node"}, `--addons: unknown add-on "aws-node"`},
+		{[]string{"--addons", "kube-proxy,vpc-cni"}, `--addons: unknown add-on "vpc-cni"`},
+		{[]string{"--addons", "aws-node", "--aws-node-ec2-endpoint", "198.18.0.1:8081"}, "aws-node EC2 endpoint"},
 		{[]string{"--addons", "kube-proxy"}, "kube-proxy needs the API server's address"},
 		{[]string{"--addons", "coredns", "--service-cidr", "10.100.0.0"}, `--service-cidr "10.100.0.0": want an address range`},
 		{[]string{"--addons", "coredns", "--cluster-dns-ip", "10.0.0.10"}, "outside the service range"},

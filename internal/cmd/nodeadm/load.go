@@ -25,7 +25,25 @@ func newCloud(progress io.Writer) *cloud {
 }
 
 func (c *cloud) metadata(ctx context.Context) (*node.Metadata, error) {
-	c.once.Do(func() { c.md, c.err = c.imds.Metadata(ctx) })
+	c.once.Do(func() {
+		if c.md, c.err = c.imds.Metadata(ctx); c.err != nil {
+			return
+		}
+		// The node's name is EC2's private DNS name, as the control plane sees it.
+		api, err := node.NewEC2Client(ctx, c.md.Region)
+		if err != nil {
+			c.err = err
+			return
+		}
+		warning, err := node.ResolvePrivateDNSName(ctx, c.md, api, node.PrivateDNSOptions{})
+		if err != nil {
+			c.err = fmt.Errorf("finding the node's name: %w", err)
+			return
+		}
+		if warning != "" && api != nil {
+			fmt.Fprintf(c.progress, "  warning: %s\n", warning)
+		}
+	})
 	return c.md, c.err
 }
 

@@ -36,6 +36,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
 		benchCommand(), deprecatedNodeCommand(), deprecatedIMDSCommand())
+	root.AddCommand(userdataCommand())
 	return root
 }
 

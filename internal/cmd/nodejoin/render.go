@@ -146,6 +146,21 @@ func printReport(w io.Writer, r *sandbox.Report) {
 			fmt.Fprintf(w, "      evidence: %s\n", e)
 		}
 	}
+	if n := r.Network; n != nil {
+		fmt.Fprintln(w, "Network (aws-node's ipamd):")
+		fmt.Fprintf(w, "  ready %t, CNI config %s (%s)\n", n.Ready, map[bool]string{true: "written", false: "absent"}[n.Conflist], n.ConflistPath)
+		fmt.Fprintf(w, "  pool: %d addresses, %d assigned, %d free; limits %d ENIs x %d IPv4, max pods %d\n",
+			n.Pool.Total, n.Pool.Assigned, n.Pool.Free, n.Limits.ENIs, n.Limits.IPv4PerENI, n.Limits.MaxPods)
+		for _, e := range n.ENIs {
+			fmt.Fprintf(w, "  ENI %s: device %d, %d addresses\n", e.ID, e.DeviceNumber, len(e.IPs))
+		}
+		if e := n.LastEC2Error; e != nil {
+			fmt.Fprintf(w, "  last EC2 error: %s %s: %s\n", e.Operation, e.Code, e.Message)
+		}
+		if n.LastPoolError != "" {
+			fmt.Fprintf(w, "  last pool error: %s\n", n.LastPoolError)
+		}
+	}
 	if len(r.ControlPlane) > 0 {
 		fmt.Fprintln(w, "Control plane:")
 		printControlPlane(w, r.ControlPlane)

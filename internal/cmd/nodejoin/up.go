@@ -22,14 +22,16 @@ import (
 )
 
 type upOptions struct {
-	name     string
-	nodes    sandbox.NodeOptions
-	detach   bool
-	network  string
-	nodeCIDR string
-	apiPort  int
-	binDir   string
-	output   string
+	name  string
+	nodes sandbox.NodeOptions
+	// nodeGroupKubelet plays the kubelets of node groups' instances.
+	nodeGroupKubelet string
+	detach           bool
+	network          string
+	nodeCIDR         string
+	apiPort          int
+	binDir           string
+	output           string
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
@@ -66,6 +68,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodes.AMIFamily, "ami-family", sandbox.DefaultAMIFamily, "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
 	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
 	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
+	f.StringVar(&o.nodeGroupKubelet, "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -81,7 +84,7 @@ func upCommand() *cobra.Command {
 func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) (sandbox.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
-		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/24: %w", o.nodeCIDR, err)
+		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/16: %w", o.nodeCIDR, err)
 	}
 	return sandbox.Options{
 		Name:     o.name,
@@ -91,8 +94,10 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 		APIPort:  o.apiPort,
 		Nodes:    o.nodes,
 		Control:  true,
-		Progress: progress,
-		Log:      log,
+		// Node groups' instances, launched by the local cloud's Auto Scaling.
+		NodeGroupKubelet: o.nodeGroupKubelet,
+		Progress:         progress,
+		Log:              log,
 	}, nil
 }
 

@@ -6,6 +6,8 @@ package instancetypes
 import (
 	_ "embed"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,12 @@ func Lookup(instanceType string) (nodeconfig.ENIInfo, bool) {
 	}
 	info, ok := byName[instanceType]
 	return info, ok
+}
+
+// Names lists the table's instance types, sorted.
+func Names() []string {
+	once.Do(func() { byName, errTab = Parse(table) })
+	return slices.Sorted(maps.Keys(byName))
 }
 
 // Len is the number of instance types in the table.

@@ -12,10 +12,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
@@ -23,7 +31,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/manager"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
@@ -49,19 +60,33 @@ type Config struct {
 	// NoAddons turns off the add-ons (kube-proxy, CoreDNS) the controller otherwise
 	// applies, as EKS does at cluster creation.
 	NoAddons bool
+	// Launcher launches the instances of the local cloud's Auto Scaling groups; nil
+	// leaves every launch failing (a Failed scaling activity).
+	Launcher localcloud.Launcher
+	// NodeInstanceProfile is an instance profile (named after its role) the local
+	// account holds for node groups' instances, and the NodeGroup controller's default;
+	// "" for none.
+	NodeInstanceProfile string
+	// NoNodeGroups turns off the NodeGroup controller, which otherwise manages
+	// NodeGroups through the local cloud's launch templates and Auto Scaling groups.
+	NoNodeGroups bool
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
 // kube-apiserver calls, the CSR approver and signer, the node initializer, nodejoin's
 // roles and CRD.
 type Controller struct {
-	cloud  *localcloud.Cloud
-	failed chan struct{} // closed when the controller or the control plane stopped
-	done   chan struct{} // closed when the controller stopped
-	err    error         // set before done closes
-	cancel context.CancelFunc
-	logf   *os.File // nil unless Start opened LogFile
-	once   sync.Once
+	cloud *localcloud.Cloud
+	// ec2URL is EC2 as instances reach it (the bridge address in the cluster
+	// namespace); ec2Done reports that endpoint's end. Empty and nil in loopback mode.
+	ec2URL  string
+	ec2Done chan error
+	failed  chan struct{} // closed when the controller or the control plane stopped
+	done    chan struct{} // closed when the controller stopped
+	err     error         // set before done closes
+	cancel  context.CancelFunc
+	logf    *os.File // nil unless Start opened LogFile
+	once    sync.Once
 
 	mu    sync.Mutex
 	cpErr error // the control plane's failure
@@ -100,8 +125,29 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	var err error
-	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log); err != nil {
+	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region)); err != nil {
 		return fail(err)
+	}
+	if cfg.Launcher != nil {
+		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
+	}
+	if p := cfg.NodeInstanceProfile; p != "" {
+		if err := c.cloud.IAM.AddInstanceProfile(p, p); err != nil {
+			return fail(err)
+		}
+	}
+	if ns := cl.Namespace(); ns.Name != "" {
+		// Instances call EC2 too (the network add-on's ipamd): it is served for them
+		// inside the cluster namespace, on the bridge address, like the token webhook.
+		opts := cl.Options()
+		addr := netip.AddrPortFrom(opts.BridgeAddr(), EC2Port).String()
+		l, err := ns.Listen("tcp", addr)
+		if err != nil {
+			return fail(fmt.Errorf("listening for EC2 inside the cluster namespace: %w", err))
+		}
+		c.ec2URL, c.ec2Done = "http://"+addr, make(chan error, 1)
+		srv := &http.Server{Handler: c.cloud.EC2, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { c.ec2Done <- httpserver.Serve(ctx, srv, l) }()
 	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
 	p := cl.PKI()
@@ -142,7 +188,20 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.
-		mcfg.Addons = &addons.Options{Enabled: addons.Names, APIServer: cl.InternalEndpoint(), ServiceCIDR: cl.Options().ServiceCIDR}
+		opts := cl.Options()
+		mcfg.Addons = &addons.Options{Enabled: []string{addons.KubeProxy, addons.CoreDNS}, APIServer: cl.InternalEndpoint(), ServiceCIDR: opts.ServiceCIDR}
+		if c.ec2URL != "" {
+			// Local instances: the VPC network add-on, pods on VPC addresses (the node
+			// range, as kube-proxy's clusterCIDR is the VPC's on EKS).
+			mcfg.Addons.Enabled = addons.Names
+			mcfg.Addons.PodCIDR = opts.NodeCIDR
+			mcfg.Addons.AWSNode = AWSNodeOptions(cl.Name(), c.ec2URL, cfg.Region)
+		}
+	}
+	if !cfg.NoNodeGroups {
+		if mcfg.NodeGroups, err = c.nodeGroups(cl, cfg); err != nil {
+			return fail(err)
+		}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
@@ -166,6 +225,55 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		_ = c.cloud.Wait()
 		return fail(fmt.Errorf("nodejoin-controller: %w", c.err))
 	}
+}
+
+// AWSNodeOptions configure aws-node for a cluster's local instances: they share the
+// host's filesystem, so one host directory (the instances' root base) is mounted, and
+// each node's directories are found through its symlink there by $(NODE_NAME)
+// (instance.NodesDir); ipamd calls the local EC2 at ec2URL.
+func AWSNodeOptions(cluster, ec2URL, region string) addons.AWSNodeOptions {
+	base := instance.RootBase(cluster)
+	node := path.Join(base, instance.NodesDir, "$(NODE_NAME)")
+	return addons.AWSNodeOptions{
+		SharedHostDir: base,
+		CNIBinDir:     path.Join(node, instance.CNIBinDir),
+		CNIConfDir:    path.Join(node, instance.CNIConfDir),
+		StateDir:      path.Join(node, "var/run/aws-node"),
+		LogDir:        path.Join(node, "var/log/aws-routed-eni"),
+		Region:        region,
+		EC2Endpoint:   ec2URL,
+	}
+}
+
+// EC2Port is EC2's port on the bridge address inside the cluster namespace.
+const EC2Port = 8773
+
+// EC2InternalURL is EC2's endpoint as instances reach it (AWS_ENDPOINT_URL_EC2 of the
+// network add-on); empty without a cluster namespace.
+func (c *Controller) EC2InternalURL() string { return c.ec2URL }
+
+// nodeGroups configures the NodeGroup controller for the local cloud: its EC2 and Auto
+// Scaling endpoints through aws-sdk-go-v2, exactly as against AWS; groups span the
+// local VPC's zones, and their user data points nodes at the API server's address in
+// the cluster namespace.
+func (c *Controller) nodeGroups(cl *controlplane.Cluster, cfg Config) (*nodegroup.Options, error) {
+	caPEM, err := os.ReadFile(cl.CAFile())
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA for node groups' user data: %w", err)
+	}
+	awsCfg := c.cloud.ControllerConfig(cfg.Region)
+	var subnets []string
+	for _, s := range c.cloud.AutoScaling.Subnets() {
+		subnets = append(subnets, s.ID)
+	}
+	return &nodegroup.Options{
+		EC2:         ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(c.cloud.EC2URL) }),
+		AutoScaling: autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(c.cloud.AutoScalingURL) }),
+		Cluster: userdata.Cluster{Name: cl.Name(), Endpoint: cl.InternalEndpoint(), CertificateAuthority: caPEM,
+			ServiceCIDR: cl.Options().ServiceCIDR.String()},
+		Subnets:         subnets,
+		InstanceProfile: cfg.NodeInstanceProfile,
+	}, nil
 }
 
 // Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
@@ -204,6 +312,9 @@ func (c *Controller) Stop() error {
 	c.cancel()
 	<-c.done
 	err := errors.Join(c.err, c.cloud.Wait())
+	if c.ec2Done != nil {
+		err = errors.Join(err, <-c.ec2Done)
+	}
 	c.closeLog()
 	return err
 }

@@ -238,10 +238,13 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if err := ns.AddBridge(ctx, BridgeName, bridge); err != nil {
 		return err
 	}
-	// The cluster namespace routes between nodes' pod ranges (one route per node, added
-	// by the instances; see docs/network.md): a new namespace does not forward.
-	if err := ns.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
-		return err
+	// The cluster namespace is the VPC's router (docs/network.md): it forwards between
+	// the instances' interfaces (a new namespace does not), and sends no ICMP redirects,
+	// which would point instances past it at addresses only it answers ARP for.
+	for _, kv := range [][2]string{{"net.ipv4.ip_forward", "1"}, {"net.ipv4.conf.all.send_redirects", "0"}, {"net.ipv4.conf." + BridgeName + ".send_redirects", "0"}} {
+		if err := ns.Sysctl(kv[0], kv[1]); err != nil {
+			return err
+		}
 	}
 	// The namespace has a loopback of its own, so fixed ports cannot collide.
 	c.etcdPorts = [2]int{2379, 2380}

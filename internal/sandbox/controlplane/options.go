@@ -59,7 +59,7 @@ const (
 var (
 	// DefaultNodeCIDR is reserved for benchmarking (RFC 2544) and never routed, so it
 	// does not collide with real networks; it exists only inside nodejoin's namespaces.
-	DefaultNodeCIDR = netip.MustParsePrefix("198.18.0.0/24")
+	DefaultNodeCIDR = netip.MustParsePrefix("198.18.0.0/16")
 	// DefaultServiceCIDR matches the one EKS picks for VPCs outside 10.0.0.0/8.
 	DefaultServiceCIDR = netip.MustParsePrefix("10.100.0.0/16")
 )
@@ -80,7 +80,8 @@ type Options struct {
 	// NetworkLoopback otherwise.
 	Network Network
 	// NodeCIDR is the range inside the cluster namespace for the bridge and instances.
-	// The bridge takes its first address. Default 198.18.0.0/24.
+	// The bridge takes its first address. Default 198.18.0.0/16: the local VPC, whose
+	// one subnet gives nodes and pods their addresses (docs/network.md).
 	NodeCIDR netip.Prefix
 	// ServiceCIDR is the cluster's service range; its first address is the
 	// kubernetes service's. Default 10.100.0.0/16.

@@ -189,10 +189,10 @@ const ImportLog = "var/log/containerd-import.log"
 
 // ImportImages puts the image archives the provider is configured with into a real
 // instance's containerd store before its containerd and kubelet start (so that the
-// pause image and the add-ons' images are there for the first pod): it starts a
-// containerd of its own over the instance's root, imports each archive, and stops it.
-// It returns the archives imported; simulated instances have no containerd, and get
-// none.
+// pause image and the add-ons' images, aws-node's nodejoin-netagent among them, are
+// there for the first pod): it starts a containerd of its own over the instance's root,
+// imports each archive, and stops it. It returns the archives imported; simulated
+// instances have no containerd, and get none.
 func (inst *Instance) ImportImages(ctx context.Context) ([]string, error) {
 	p := inst.p
 	if inst.Kubelet != KubeletReal || p.cfg.ImageArchives == nil {

@@ -99,3 +99,46 @@ func TestImportArchiveIntoContainerd(t *testing.T) {
 		t.Error("importing a broken archive succeeded")
 	}
 }
+
+// TestImportNetagentImage imports aws-node's image as a node does at launch, when
+// `make images` has built it into bin/images/.
+func TestImportNetagentImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts containerd")
+	}
+	archive, err := filepath.Abs("../../../bin/images/nodejoin-netagent.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := os.Getenv("NODEJOIN_NETAGENT_IMAGE_ARCHIVE"); v != "" {
+		archive = v
+	}
+	if _, err := os.Stat(archive); err != nil {
+		t.Skipf("no netagent image (make images builds it): %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("containerd needs root")
+	}
+	containerd, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Skip("containerd is not installed (make deps)")
+	}
+	dir := t.TempDir()
+	c, err := StartContainerd(t.Context(), containerd, filepath.Join(dir, "root"), filepath.Join(dir, "state"), filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := ImportArchive(t.Context(), c.Socket, archive); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ListImages(t.Context(), c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// addons.DefaultAWSNodeImage; hack/images' tests check the two agree.
+	const want = "nodejoin.io/nodejoin-netagent:dev"
+	if len(got) != 1 || got[0].Name != want {
+		t.Fatalf("images %+v, want %s (aws-node's)", got, want)
+	}
+}

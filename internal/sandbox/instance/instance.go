@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	inst = &Instance{p: p, Record: Record{
 		ID: id, NodeName: p.dnsName(addr), IP: addr.String(), InstanceType: spec.InstanceType,
 		AMIFamily: spec.AMIFamily, Identity: spec.Identity, Role: spec.Role, Kubelet: spec.Kubelet,
+		Zone: cmp.Or(spec.Zone, p.cfg.Zone), AutoScalingGroup: spec.AutoScalingGroup,
 		Launched: time.Now().UTC(), Dir: filepath.Join(p.cfg.Dir, id),
 	}}
 	defer func() {
@@ -99,9 +101,11 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	if spec.Kubelet == KubeletSim && p.cfg.HostEndpoint != "" {
 		cluster.Endpoint = p.cfg.HostEndpoint
 	}
-	userData, err := UserData(inst.AMIFamily, cluster, token)
-	if err != nil {
-		return nil, err
+	userData := spec.UserData
+	if len(userData) == 0 {
+		if userData, err = UserData(inst.AMIFamily, cluster, token); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(inst.Dir, 0o700); err != nil {
 		return nil, err
@@ -113,25 +117,21 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 			return nil, fmt.Errorf("root directory %s exists already (left by an earlier cluster %s? remove it with `nodejoin down --name %s`)", inst.Root, cluster.Name, cluster.Name)
 		}
 		inst.CgroupRoot = "/nodejoin/" + cluster.Name + "/" + id
-		pods, err := PodCIDR(p.cfg.NodeCIDR, addr)
-		if err != nil {
-			return nil, err
-		}
-		inst.PodCIDR, inst.ClusterNamespace = pods.String(), p.cfg.ClusterNS.Name
+		inst.ClusterNamespace, inst.Bridge = p.cfg.ClusterNS.Name, p.cfg.Bridge
 	}
 	// Recorded before anything is created, so that a crash leaves enough to clean up.
 	if err := writeRecord(&inst.Record); err != nil {
 		return nil, err
 	}
 	li := localcloud.Instance{
-		ID: id, Type: spec.InstanceType, AvailabilityZone: p.cfg.Zone, PrivateIPv4: inst.IP,
+		ID: id, Type: spec.InstanceType, AvailabilityZone: inst.Zone, PrivateIPv4: inst.IP,
 		PrivateDNSName: inst.NodeName, Role: spec.Role, UserData: userData,
-		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()},
+		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()}, SubnetID: spec.SubnetID, ImageID: spec.ImageID,
 	}
 	if err := localcloud.InstanceDefaults(&li); err != nil {
 		return nil, err
 	}
-	if err := p.cfg.Cloud.EC2.Launch(li); err != nil {
+	if err := p.cfg.Cloud.EC2.Launch(li, localcloud.WithTags(spec.Tags)); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
@@ -180,7 +180,7 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.I
 	}
 	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
-	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
 	return nil
@@ -241,7 +241,11 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 		{"route", "add", "default", "via", p.cfg.Gateway.String()},
 		{"addr", "add", imdsAddr.Addr().String() + "/32", "dev", "lo"},
 	}
-	if err := cns.IP(ctx, "link", "set", veth, "master", p.cfg.Bridge, "up"); err != nil {
+	// eth0 is the primary interface's port: the VPC router answers ARP for its address.
+	if err := p.joinBridge(ctx, veth, mac); err != nil {
+		return err
+	}
+	if err := p.addNeighbours(ctx, mac, []string{inst.IP}); err != nil {
 		return err
 	}
 	for _, s := range steps {
@@ -249,35 +253,7 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 			return err
 		}
 	}
-	return inst.routePods(ctx)
-}
-
-// PodCIDR is the pod range of the node at addr in the node range: 10.244.N.0/24, N the
-// address's offset in the range (its last byte in the default /24). The bridge CNI
-// configuration gives pods addresses from it.
-func PodCIDR(nodes netip.Prefix, addr netip.Addr) (netip.Prefix, error) {
-	base, a := nodes.Masked().Addr().As4(), addr.As4()
-	off := (int(a[0])-int(base[0]))<<24 | (int(a[1])-int(base[1]))<<16 | (int(a[2])-int(base[2]))<<8 | (int(a[3]) - int(base[3]))
-	if !nodes.Contains(addr) || off > 255 {
-		return netip.Prefix{}, fmt.Errorf("node address %s has no pod range: 10.244.0.0/16 holds one /24 for each of the first 256 addresses of the node range %s (use a --node-cidr of /24 or smaller)", addr, nodes)
-	}
-	//nolint:gosec // G115: off is within 0..255, checked above.
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(off), 0}), 24), nil
-}
-
-// routePods makes the node's pods reachable from other nodes and from the control
-// plane, until the VPC CNI add-on replaces this (docs/network.md): the node forwards
-// between eth0 and its pods' bridge, and the cluster namespace, where every node's
-// default route leads, routes the node's pod range to the node's address. Pod traffic
-// inside the pod range is not masqueraded (the bridge CNI configuration has ipMasq
-// off), so pods see each other's addresses.
-func (inst *Instance) routePods(ctx context.Context) error {
-	p := inst.p
-	if err := (netns.NS{Name: inst.Namespace}).Sysctl("net.ipv4.ip_forward", "1"); err != nil {
-		return err
-	}
-	// replace: an address given out again finds its predecessor's route.
-	return p.cfg.ClusterNS.IP(ctx, "route", "replace", inst.PodCIDR, "via", inst.IP, "dev", p.cfg.Bridge)
+	return nil
 }
 
 // claim puts addr on the instance's loopback without answering ARP for it on eth0, so
@@ -329,9 +305,20 @@ func (inst *Instance) writeResolvConf() error {
 	return atomicfile.WriteFile(filepath.Join(inst.Root, ResolvConfPath), []byte(data), 0o644)
 }
 
-// CNIConfigPath is the bridge network configuration, under an instance's root, that
-// stands in for the network add-on.
-const CNIConfigPath = "etc/cni/net.d/10-nodejoin-bridge.conflist"
+// CNIBinDir and CNIConfDir are the node's CNI directories under its root: empty at
+// launch; the network add-on's init container fills the first, its ipamd writes the
+// configuration into the second once it can hand out addresses.
+const (
+	CNIBinDir  = "opt/cni/bin"
+	CNIConfDir = "etc/cni/net.d"
+)
+
+// NodesDir holds, under a cluster's root base, one symlink per node name to its
+// instance's root: the network add-on finds a node's directories there by $(NODE_NAME).
+const NodesDir = "nodes"
+
+// RootBase is the default directory of a cluster's instance roots.
+func RootBase(cluster string) string { return filepath.Join("/var/lib/nodejoin", cluster) }
 
 func (inst *Instance) writeLocalFiles(spec Spec) error {
 	root := inst.Root
@@ -380,26 +367,37 @@ func (inst *Instance) writeLocalFiles(spec Spec) error {
 	if err := inst.writeResolvConf(); err != nil {
 		return err
 	}
-	subnet := inst.PodCIDR
-	cni := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "nodejoin-bridge",
-		"plugins": []map[string]any{
-			{
-				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type": "host-local", "ranges": [][]map[string]string{{{"subnet": subnet}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}}, "dataDir": filepath.Join(root, "var/lib/cni/networks"),
-				},
-			},
-			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
+	for _, d := range []string{CNIBinDir, CNIConfDir} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
 	}
-	data, err = json.MarshalIndent(cni, "", "  ")
-	if err != nil {
+	return inst.linkNodeDir()
+}
+
+// linkNodeDir makes RootBase/nodes/<node name> point at the instance's root.
+func (inst *Instance) linkNodeDir() error {
+	dir := filepath.Join(filepath.Dir(inst.Root), NodesDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(root, CNIConfigPath), data, 0o644)
+	link := filepath.Join(dir, inst.NodeName)
+	_ = os.Remove(link)
+	return os.Symlink(filepath.Join("..", filepath.Base(inst.Root)), link)
+}
+
+// unlinkNodeDir removes the node's symlink if it still points at this root, and the
+// directory once empty.
+func unlinkNodeDir(r *Record) {
+	if r.Root == "" {
+		return
+	}
+	dir := filepath.Join(filepath.Dir(r.Root), NodesDir)
+	link := filepath.Join(dir, r.NodeName)
+	if target, err := os.Readlink(link); err == nil && target == filepath.Join("..", filepath.Base(r.Root)) {
+		_ = os.Remove(link)
+	}
+	_ = os.Remove(dir)
 }
 
 // instanceEnv is the environment of an instance's processes: nothing of the host's AWS
@@ -439,7 +437,7 @@ func (inst *Instance) Init(ctx context.Context, run SimRunner) error {
 	defer func() { _ = logf.Close() }()
 	argv := []string{p.cfg.NodeadmPath, "init", "--root", inst.Root, "--daemon-manager", "process",
 		"--config-source", "imds://user-data", "--config-source", "file://" + filepath.Join(inst.Root, LocalConfigPath),
-		"--kubelet-path", p.cfg.KubeletPath, "--containerd-path", p.cfg.ContainerdPath, "--cni-bin-dir", p.cfg.CNIBinDir}
+		"--kubelet-path", p.cfg.KubeletPath, "--containerd-path", p.cfg.ContainerdPath, "--cni-bin-dir", filepath.Join(inst.Root, CNIBinDir)}
 	argv = (netns.NS{Name: inst.Namespace}).Wrap(argv)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -482,8 +480,8 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	}
 	p := inst.p
 	n := SimNode{
-		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + p.cfg.Zone + "/" + inst.ID,
-		InstanceType: inst.InstanceType, Zone: p.cfg.Zone, Region: p.Region(),
+		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + inst.zone() + "/" + inst.ID,
+		InstanceType: inst.InstanceType, Zone: inst.zone(), Region: p.Region(),
 		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM,
 	}
 	if inst.Identity == IdentityBootstrapToken {
@@ -514,6 +512,10 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	go func() { inst.simDone <- run(simCtx, n) }()
 	return nil
 }
+
+// zone is the instance's availability zone (records written before zones were per
+// instance have none: the provider's).
+func (inst *Instance) zone() string { return cmp.Or(inst.Zone, inst.p.cfg.Zone) }
 
 // SimDone reports a simulated kubelet's end (nil for a real instance).
 func (inst *Instance) SimDone() <-chan error {
@@ -590,6 +592,7 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 			}
 		}
 	}
+	unlinkNodeDir(r)
 	if r.Root != "" {
 		if err := unmountAll(r.Root); err != nil {
 			errs = append(errs, err)
@@ -610,13 +613,18 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 			errs = append(errs, err)
 		}
 	}
+	// After the namespace, whose going took the instance's ports off the bridge.
+	if err := removeRoutes(ctx, r); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cleaning up instance %s: %w", r.ID, err)
 	}
 	return nil
 }
 
-// removePodRoute removes the cluster namespace's route to the node's pods, if it is
+// removePodRoute removes the cluster namespace's route to the node's pods that
+// instances recorded before the network add-on replaced per-node pod ranges, if it is
 // still there (the namespace goes with `down`).
 func removePodRoute(ctx context.Context, r *Record) error {
 	cns := netns.NS{Name: r.ClusterNamespace}

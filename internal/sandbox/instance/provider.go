@@ -94,8 +94,9 @@ type Config struct {
 	Zone string
 	// DNSDomain names instances ip-A-B-C-D.DNSDomain (default local.internal).
 	DNSDomain string
-	// Binaries: nodeadm, the kubelet and containerd; the CNI plugins' directory.
-	NodeadmPath, KubeletPath, ContainerdPath, CNIBinDir string
+	// Binaries: nodeadm, the kubelet and containerd. The CNI plugins come from the
+	// network add-on, into each instance's root (CNIBinDir).
+	NodeadmPath, KubeletPath, ContainerdPath string
 	// ImageArchives returns the image archives that every real instance's containerd
 	// gets before its kubelet starts (Instance.ImportImages), in import order.
 	ImageArchives func() ([]string, error)
@@ -124,6 +125,16 @@ type Spec struct {
 	// (never answered on the bridge), and makes its kubelet report it as its node IP:
 	// its serving certificate request then names an address its instance does not own.
 	ClaimAddress string
+
+	// What an Auto Scaling launch sets: UserData replaces the user data the provider
+	// renders; Zone (default Config.Zone), SubnetID, ImageID and Tags go into EC2;
+	// AutoScalingGroup is recorded.
+	UserData         []byte
+	Zone             string
+	SubnetID         string
+	ImageID          string
+	Tags             map[string]string
+	AutoScalingGroup string
 }
 
 // Record is what a launched instance's instance.json says, for `nodejoin diagnose`
@@ -137,6 +148,10 @@ type Record struct {
 	Identity     Identity    `json:"identity"`
 	Role         string      `json:"role"`
 	Kubelet      KubeletKind `json:"kubelet"`
+	// Zone is the instance's availability zone.
+	Zone string `json:"zone,omitempty"`
+	// AutoScalingGroup is the group that launched the instance, if one did.
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
 	// Namespace, Root and CgroupRoot are set for real kubelets.
 	Namespace  string    `json:"namespace,omitempty"`
 	Root       string    `json:"root,omitempty"`
@@ -145,9 +160,13 @@ type Record struct {
 	// Dir is the instance's directory (not stored).
 	Dir string `json:"-"`
 
-	// PodCIDR is the node's pod range, routed to it in ClusterNamespace (real kubelets).
+	// PodCIDR is the pod range routed to the node in ClusterNamespace by nodejoin
+	// versions before the network add-on; read only to clean up their instances.
 	PodCIDR          string `json:"podCIDR,omitempty"`
 	ClusterNamespace string `json:"clusterNamespace,omitempty"`
+	// Bridge is the cluster namespace's bridge, where the VPC router keeps the
+	// instance's addresses (real kubelets).
+	Bridge string `json:"bridge,omitempty"`
 }
 
 // NodeadmLog is the file where nodeadm init's output goes, relative to the instance's
@@ -186,15 +205,24 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.RootBase == "" {
-		cfg.RootBase = filepath.Join("/var/lib/nodejoin", cfg.Cluster.Name)
-	}
-	if cfg.CNIBinDir == "" {
-		cfg.CNIBinDir = "/usr/lib/cni"
+		cfg.RootBase = RootBase(cfg.Cluster.Name)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Provider{cfg: cfg, used: map[netip.Addr]bool{}, instances: map[string]*Instance{}}, nil
+	// The local VPC's one subnet is the node range: EC2 gives instances' interfaces
+	// their further addresses from it.
+	if _, ok := cfg.Cloud.EC2.SubnetOf(localcloud.DefaultSubnetID); !ok {
+		if err := cfg.Cloud.EC2.AddSubnet(localcloud.Subnet{ID: localcloud.DefaultSubnetID, VPCID: localcloud.DefaultVPCID,
+			AvailabilityZone: cfg.Zone, CIDR: cfg.NodeCIDR, Tags: map[string]string{"Name": cfg.Cluster.Name}}); err != nil {
+			return nil, fmt.Errorf("node range %s as the VPC's subnet: %w", cfg.NodeCIDR, err)
+		}
+	}
+	p := &Provider{cfg: cfg, used: map[netip.Addr]bool{}, instances: map[string]*Instance{}}
+	if cfg.ClusterNS.Name != "" {
+		cfg.Cloud.EC2.SetNetworkHooks(p, cfg.Log)
+	}
+	return p, nil
 }
 
 // ClusterName is the name of the cluster the instances join.
@@ -219,7 +247,8 @@ func (p *Provider) RoleARN(role string) string {
 }
 
 // allocate picks the next free address from the eleventh of the node range on, as
-// EC2 keeps a subnet's first addresses for itself.
+// EC2 keeps a subnet's first addresses for itself, skipping those EC2 gave out to
+// interfaces.
 func (p *Provider) allocate() (netip.Addr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -232,7 +261,7 @@ func (p *Provider) allocate() (netip.Addr, error) {
 		if !p.cfg.NodeCIDR.Contains(last) {
 			break // the broadcast address
 		}
-		if a != p.cfg.Gateway && !p.used[a] {
+		if a != p.cfg.Gateway && !p.used[a] && !p.cfg.Cloud.EC2.AddressInUse(a) {
 			p.used[a] = true
 			return a, nil
 		}

@@ -12,7 +12,7 @@ import (
 // Addresses start at the eleventh of the range, skip the bridge's, are reused once
 // released, and running out names the flag that gives more.
 func TestAddressAllocation(t *testing.T) {
-	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000"},
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000", EC2: localcloud.NewEC2("000000000000")},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.12")})
 	if err != nil {
 		t.Fatal(err)
@@ -65,24 +65,6 @@ func TestMountsUnderListsTheMountTable(t *testing.T) {
 	for _, p := range points {
 		if p != "/proc" && !strings.HasPrefix(p, "/proc/") {
 			t.Errorf("mount %q is not under /proc", p)
-		}
-	}
-}
-
-func TestPodCIDR(t *testing.T) {
-	for _, tc := range []struct{ nodes, addr, want string }{
-		{"198.18.0.0/24", "198.18.0.11", "10.244.11.0/24"},
-		{"198.18.0.0/24", "198.18.0.254", "10.244.254.0/24"},
-		{"10.9.8.0/23", "10.9.8.20", "10.244.20.0/24"},
-		{"10.9.8.0/23", "10.9.9.20", ""},
-		{"198.18.0.0/24", "198.18.1.11", ""},
-	} {
-		got, err := PodCIDR(netip.MustParsePrefix(tc.nodes), netip.MustParseAddr(tc.addr))
-		switch {
-		case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--node-cidr")):
-			t.Errorf("%s in %s: %v, %v; want an error naming --node-cidr", tc.addr, tc.nodes, got, err)
-		case tc.want != "" && (err != nil || got.String() != tc.want):
-			t.Errorf("%s in %s: %v, %v; want %s", tc.addr, tc.nodes, got, err, tc.want)
 		}
 	}
 }

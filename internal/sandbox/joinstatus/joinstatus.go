@@ -31,15 +31,18 @@ const (
 	StepInitialized    Step = "Node initialized"
 	StepServingApprove Step = "serving CSR approved"
 	StepServingIssued  Step = "serving certificate issued"
-	StepReady          Step = "Ready"
+	// StepNetwork: the container runtime reports the node's network ready, which it
+	// does once a CNI configuration exists (the network add-on's ipamd writes it last).
+	StepNetwork Step = "network ready"
+	StepReady   Step = "Ready"
 )
 
 // Steps lists a node's steps in order; bootstrap adds the client certificate.
 func Steps(bootstrap bool) []Step {
 	if bootstrap {
-		return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepClientCert, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepReady}
+		return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepClientCert, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepNetwork, StepReady}
 	}
-	return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepReady}
+	return []Step{StepInstance, StepNodeadm, StepAuthenticated, StepRegistered, StepInitialized, StepServingApprove, StepServingIssued, StepNetwork, StepReady}
 }
 
 // State is where a step stands.
@@ -207,19 +210,33 @@ func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Statu
 	}
 	out = append(out, csrSteps(serving, StepServingApprove, StepServingIssued)...)
 	ready := Status{Step: StepReady, State: Pending}
+	network := Status{Step: StepNetwork, State: Pending}
 	if node != nil {
 		for _, c := range node.Status.Conditions {
 			if c.Type != corev1.NodeReady {
 				continue
 			}
-			if c.Status == corev1.ConditionTrue {
+			switch {
+			case c.Status == corev1.ConditionTrue:
 				ready = Status{Step: StepReady, State: Done, Detail: c.Message}
-			} else {
+				network = Status{Step: StepNetwork, State: Done}
+			case networkNotReady(c.Message):
 				ready.Detail = strings.TrimSpace(string(c.Status) + ": " + c.Reason + " " + c.Message)
+				network.Detail = "no CNI configuration yet: the network add-on (aws-node) writes it once its ipamd can hand out addresses"
+			default:
+				ready.Detail = strings.TrimSpace(string(c.Status) + ": " + c.Reason + " " + c.Message)
+				network = Status{Step: StepNetwork, State: Done}
 			}
 		}
 	}
-	return append(out, ready)
+	return append(out, network, ready)
+}
+
+// networkNotReady tells whether a Ready condition's message is the kubelet's report of
+// a runtime without a network ("container runtime network not ready: NetworkReady=false
+// ... cni plugin not initialized").
+func networkNotReady(msg string) bool {
+	return strings.Contains(msg, "network not ready") || strings.Contains(msg, "NetworkReady=false") || strings.Contains(msg, "cni plugin not initialized")
 }
 
 // initialized reports whether the node initializer removed the Node's uninitialized

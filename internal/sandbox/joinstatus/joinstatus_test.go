@@ -61,7 +61,7 @@ func TestNodeStepsFollowTheJoin(t *testing.T) {
 	serving.Status.Certificate = []byte("cert")
 
 	empty := &Snapshot{Nodes: map[string]*corev1.Node{}}
-	if got := states(empty.NodeSteps(node, false, false)); got != "authenticated=pending;Node registered=pending;Node initialized=pending;serving CSR approved=pending;serving certificate issued=pending;Ready=pending;" {
+	if got := states(empty.NodeSteps(node, false, false)); got != "authenticated=pending;Node registered=pending;Node initialized=pending;serving CSR approved=pending;serving certificate issued=pending;network ready=pending;Ready=pending;" {
 		t.Errorf("nothing yet: %s", got)
 	}
 	if got := states(empty.NodeSteps(node, false, true)); !strings.HasPrefix(got, "authenticated=done;") {
@@ -77,11 +77,20 @@ func TestNodeStepsFollowTheJoin(t *testing.T) {
 		request("csr-2", certificatesv1.KubeletServingSignerName, "system:node:"+node, nil, denied)},
 		NotInitialized: map[string]string{node: "address 198.18.0.12 (InternalIP) that the kubelet reports is not an address of instance i-0aaa"}}
 	st := deniedSnap.NodeSteps(node, false, false)
-	if got := states(st); got != "authenticated=done;Node registered=done;Node initialized=failed;serving CSR approved=failed;serving certificate issued=pending;Ready=done;" {
+	if got := states(st); got != "authenticated=done;Node registered=done;Node initialized=failed;serving CSR approved=failed;serving certificate issued=pending;network ready=done;Ready=done;" {
 		t.Errorf("refused node: %s", got)
 	}
 	if !strings.Contains(st[3].Detail, "CSR csr-2 denied: IP SAN 198.18.0.12 is not an address of instance i-0aaa") {
 		t.Errorf("denial detail %q", st[3].Detail)
+	}
+	// Until the network add-on writes the CNI configuration, the runtime's network is
+	// not ready, and neither is the Node.
+	noNetwork := ready.DeepCopy()
+	noNetwork.Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+		Message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"}
+	waiting := &Snapshot{Nodes: map[string]*corev1.Node{node: noNetwork}, CSRs: []certificatesv1.CertificateSigningRequest{serving}}
+	if got := states(waiting.NodeSteps(node, false, false)); !strings.HasSuffix(got, "serving certificate issued=done;network ready=pending;Ready=pending;") {
+		t.Errorf("no network yet: %s", got)
 	}
 	// An instance not yet running is a wait, not a failure.
 	deniedSnap.NotInitialized[node] = "instance i-0aaa is pending, not running"

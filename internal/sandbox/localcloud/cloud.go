@@ -23,22 +23,51 @@ import (
 // nodejoin-controller in `nodejoin up` — to call through aws-sdk-go-v2.
 type Cloud struct {
 	AccountID string
+	Region    string
 	STS       *STS
 	EC2       *EC2
 	IAM       *IAM
-	// STSURL, EC2URL and IAMURL are the endpoints.
-	STSURL, EC2URL, IAMURL string
+	// LaunchTemplates are EC2's launch templates, served on EC2URL too.
+	LaunchTemplates *LaunchTemplates
+	// AutoScaling launches its groups' instances through the Launcher set with
+	// AutoScaling.SetLauncher.
+	AutoScaling *AutoScaling
+	// CloudFormation records cfn-signal's signals.
+	CloudFormation *CloudFormation
+	// STSURL, EC2URL and IAMURL are the endpoints, and AutoScalingURL and
+	// CloudFormationURL.
+	STSURL, EC2URL, IAMURL            string
+	AutoScalingURL, CloudFormationURL string
 	// STSRoots trusts STS's serving certificate.
 	STSRoots *x509.CertPool
 
 	done chan error
 }
 
-// StartCloud serves the account's endpoints on loopback until ctx ends; Wait reports
-// how they ended. ca signs STS's serving certificate.
-func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Logger) (*Cloud, error) {
-	c := &Cloud{AccountID: accountID, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, 3)}
+// DefaultRegion is the local cloud's region unless WithRegion says otherwise.
+const DefaultRegion = "us-west-2"
+
+// CloudOption changes how StartCloud sets up the account.
+type CloudOption func(*Cloud)
+
+// WithRegion sets the account's region (Auto Scaling's zones and ARNs).
+func WithRegion(region string) CloudOption { return func(c *Cloud) { c.Region = region } }
+
+// endpoints is the number of endpoints StartCloud serves.
+const endpoints = 5
+
+// StartCloud serves the account's endpoints on loopback until ctx ends, and runs Auto
+// Scaling's reconcile loop; Wait reports how they ended. ca signs STS's serving
+// certificate.
+func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Logger, opts ...CloudOption) (*Cloud, error) {
+	c := &Cloud{AccountID: accountID, Region: DefaultRegion, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, endpoints+1)}
+	for _, o := range opts {
+		o(c)
+	}
 	c.IAM = NewIAM(accountID, c.EC2)
+	c.LaunchTemplates = NewLaunchTemplates(accountID)
+	c.AutoScaling = NewAutoScaling(AutoScalingConfig{AccountID: accountID, Region: c.Region, Templates: c.LaunchTemplates, EC2: c.EC2, Log: log})
+	c.CloudFormation = NewCloudFormation()
 	// STS reports, and checks, each role's unique ID as IAM holds it.
 	c.STS.RoleIDs = c.IAM.RoleID
 	kp, err := ca.Issue(pki.Request{CommonName: "local-sts", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, Validity: 365 * 24 * time.Hour})
@@ -53,7 +82,8 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 		url     *string
 		handler http.Handler
 		tls     *tls.Config
-	}{{&c.STSURL, c.STS, stsTLS}, {&c.EC2URL, c.EC2, nil}, {&c.IAMURL, c.IAM, nil}} {
+	}{{&c.STSURL, c.STS, stsTLS}, {&c.EC2URL, withLaunchTemplates(c.EC2, c.LaunchTemplates), nil}, {&c.IAMURL, c.IAM, nil},
+		{&c.AutoScalingURL, c.AutoScaling, nil}, {&c.CloudFormationURL, c.CloudFormation, nil}} {
 		var lc net.ListenConfig
 		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
@@ -72,13 +102,17 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		go func() { c.done <- httpserver.Serve(ctx, srv, l) }()
 	}
+	go func() {
+		c.AutoScaling.Run(ctx)
+		c.done <- nil
+	}()
 	return c, nil
 }
 
 // Wait returns once every endpoint has stopped, with their errors.
 func (c *Cloud) Wait() error {
 	var errs []error
-	for range 3 {
+	for range endpoints + 1 {
 		errs = append(errs, <-c.done)
 	}
 	return errors.Join(errs...)

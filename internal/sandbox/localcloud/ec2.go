@@ -4,11 +4,13 @@ package localcloud
 // states and what DescribeInstances filters on, and the EC2 endpoint's handler.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -32,6 +34,11 @@ type InstanceRecord struct {
 	// PublicIPv4 and PublicDNSName are empty for an instance without a public address.
 	PublicIPv4    string
 	PublicDNSName string
+
+	// nics are the attached interfaces, in a record shown to callers.
+	nics []NetworkInterface
+	// Tags are the instance's tags (WithTags).
+	Tags map[string]string
 }
 
 // LaunchOption sets what Instance does not describe on a launched instance.
@@ -52,7 +59,10 @@ var instanceStateCodes = map[string]int{
 	"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80,
 }
 
-var instanceIDRE = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
+var (
+	instanceIDRE = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
+	eniIDRE      = regexp.MustCompile(`^eni-([0-9a-f]{8}|[0-9a-f]{17})$`)
+)
 
 // EC2 is the local account's instance inventory and its EC2 endpoint: ServeHTTP answers
 // DescribeInstances over the EC2 Query protocol, as aws-sdk-go-v2's ec2 client sends it.
@@ -66,8 +76,17 @@ type EC2 struct {
 
 	mu        sync.Mutex
 	instances map[string]*InstanceRecord
+	enis      map[string]*NetworkInterface
+	subnets   map[string]*subnetState
+	tokens    map[string]tokenUse // CreateNetworkInterface's client tokens
 	calls     int
 	fail      injectedFailure
+
+	// hookMu orders the changes that reach the hooks; taken before mu, never while
+	// holding it.
+	hookMu  sync.Mutex
+	hooks   NetworkHooks
+	hookLog *slog.Logger
 }
 
 type injectedFailure struct {
@@ -77,7 +96,9 @@ type injectedFailure struct {
 
 // NewEC2 returns an empty inventory of an account.
 func NewEC2(accountID string) *EC2 {
-	return &EC2{AccountID: accountID, now: time.Now, instances: map[string]*InstanceRecord{}}
+	return &EC2{AccountID: accountID, now: time.Now, instances: map[string]*InstanceRecord{},
+		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
+		hookLog: slog.New(slog.DiscardHandler)}
 }
 
 // Launch adds a running instance. Its ID must be an EC2 instance ID not yet launched;
@@ -125,7 +146,14 @@ func (e *EC2) Launch(inst Instance, opts ...LaunchOption) error {
 	if _, dup := e.instances[inst.ID]; dup {
 		return fmt.Errorf("instance %s is already launched", inst.ID)
 	}
+	used := e.usedAddrs()
+	for _, a := range rec.privateIPv4s() {
+		if holder, taken := used[netip.MustParseAddr(a)]; taken {
+			return fmt.Errorf("instance %s: private IPv4 %s is in use by %s", inst.ID, a, holder)
+		}
+	}
 	e.instances[inst.ID] = rec
+	e.launchPrimaryInterface(rec)
 	return nil
 }
 
@@ -144,13 +172,20 @@ func (e *EC2) SetState(id, state string) error {
 	if _, ok := instanceStateCodes[state]; !ok {
 		return fmt.Errorf("unknown instance state %q", state)
 	}
+	e.hookMu.Lock()
+	defer e.hookMu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	rec, ok := e.instances[id]
 	if !ok {
+		e.mu.Unlock()
 		return fmt.Errorf("no instance %s", id)
 	}
+	was := rec.State
 	rec.State = state
+	e.mu.Unlock()
+	if state == "terminated" && was != "terminated" {
+		e.terminateInterfaces(context.Background(), id)
+	}
 	return nil
 }
 
@@ -167,7 +202,7 @@ func (e *EC2) Instances() []InstanceRecord {
 	defer e.mu.Unlock()
 	out := make([]InstanceRecord, 0, len(e.instances))
 	for _, id := range slices.Sorted(maps.Keys(e.instances)) {
-		out = append(out, *e.instances[id].clone())
+		out = append(out, *e.view(e.instances[id]))
 	}
 	return out
 }
@@ -205,7 +240,23 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	c.IPv6 = slices.Clone(r.IPv6)
 	c.UserData = slices.Clone(r.UserData)
 	c.SecondaryPrivateIPv4s = slices.Clone(r.SecondaryPrivateIPv4s)
+	c.nics = slices.Clone(r.nics)
+	c.Tags = maps.Clone(r.Tags)
 	return &c
+}
+
+// view is an instance as callers see it: with its attached interfaces, the primary
+// interface's further addresses as SecondaryPrivateIPv4s. Locked.
+func (e *EC2) view(r *InstanceRecord) *InstanceRecord {
+	c := r.clone()
+	c.nics = nil
+	for _, n := range e.instanceInterfaces(r.ID) {
+		c.nics = append(c.nics, n.clone())
+		if n.Attachment.DeviceIndex == 0 {
+			c.SecondaryPrivateIPv4s = slices.Clone(n.PrivateIPv4s[1:])
+		}
+	}
+	return c
 }
 
 // shown is the instance as DescribeInstances reports it now: a terminated instance has
@@ -215,6 +266,7 @@ func (r *InstanceRecord) shown() *InstanceRecord {
 	if c.State == "terminated" {
 		c.PrivateIPv4, c.PrivateDNSName, c.MAC, c.SubnetID, c.VPCID = "", "", "", "", ""
 		c.IPv6, c.SecondaryPrivateIPv4s, c.PublicIPv4, c.PublicDNSName = nil, nil, "", ""
+		c.nics = nil
 	}
 	return c
 }
@@ -223,7 +275,14 @@ func (r *InstanceRecord) privateIPv4s() []string {
 	if r.PrivateIPv4 == "" {
 		return nil
 	}
-	return append([]string{r.PrivateIPv4}, r.SecondaryPrivateIPv4s...)
+	if r.nics == nil {
+		return append([]string{r.PrivateIPv4}, r.SecondaryPrivateIPv4s...)
+	}
+	var out []string
+	for _, n := range r.nics {
+		out = append(out, n.PrivateIPv4s...)
+	}
+	return out
 }
 
 func instanceProfileARN(account, role string) string {
@@ -359,7 +418,7 @@ func (e *EC2) describeInstances(req describeInstancesRequest) ([]*InstanceRecord
 		if req.after != "" && id <= req.after {
 			continue
 		}
-		r := e.instances[id].shown()
+		r := e.view(e.instances[id]).shown()
 		if !slices.ContainsFunc(req.filters, func(f ec2Filter) bool { return !f.matches(r) }) {
 			page = append(page, r)
 		}
@@ -370,7 +429,7 @@ func (e *EC2) describeInstances(req describeInstancesRequest) ([]*InstanceRecord
 	return page, "", nil
 }
 
-// ServeHTTP implements DescribeInstances.
+// ServeHTTP implements DescribeInstances and the network operations (eni_query.go).
 func (e *EC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID, form, ok := queryRequest(w, r, &apiError{http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials"}, writeEC2Error)
 	if !ok {
@@ -387,7 +446,17 @@ func (e *EC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEC2Error(w, reqID, &apiError{fail.status, fail.code, fail.text})
 		return
 	}
-	if action := form.Get("Action"); action != "DescribeInstances" {
+	action := form.Get("Action")
+	if op := e.ops()[action]; op != nil {
+		out, aerr := op(r.Context(), newParams(form), reqID)
+		if aerr != nil {
+			writeEC2Error(w, reqID, aerr)
+			return
+		}
+		writeXML(w, http.StatusOK, out)
+		return
+	}
+	if action != "DescribeInstances" {
 		writeEC2Error(w, reqID, &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)})
 		return
 	}

@@ -4,7 +4,10 @@ package localcloud
 
 import (
 	"encoding/xml"
+	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -56,6 +59,7 @@ type ec2InstanceXML struct {
 		ID  string `xml:"id"`
 	} `xml:"iamInstanceProfile,omitempty"`
 	NetworkInterfaces itemSet[ec2NetworkInterfaceXML] `xml:"networkInterfaceSet"`
+	Tags              []EC2Tag                        `xml:"tagSet>item,omitempty"`
 	StateReason       *struct {
 		Code    string `xml:"code"`
 		Message string `xml:"message"`
@@ -69,15 +73,17 @@ type ec2AssociationXML struct {
 }
 
 type ec2NetworkInterfaceXML struct {
-	NetworkInterfaceID string `xml:"networkInterfaceId"`
-	SubnetID           string `xml:"subnetId"`
-	VPCID              string `xml:"vpcId"`
-	OwnerID            string `xml:"ownerId"`
-	Status             string `xml:"status"`
-	MACAddress         string `xml:"macAddress"`
-	PrivateIPAddress   string `xml:"privateIpAddress"`
-	PrivateDNSName     string `xml:"privateDnsName"`
-	SourceDestCheck    bool   `xml:"sourceDestCheck"`
+	NetworkInterfaceID string               `xml:"networkInterfaceId"`
+	Description        string               `xml:"description"`
+	Groups             itemSet[ec2GroupXML] `xml:"groupSet"`
+	SubnetID           string               `xml:"subnetId"`
+	VPCID              string               `xml:"vpcId"`
+	OwnerID            string               `xml:"ownerId"`
+	Status             string               `xml:"status"`
+	MACAddress         string               `xml:"macAddress"`
+	PrivateIPAddress   string               `xml:"privateIpAddress"`
+	PrivateDNSName     string               `xml:"privateDnsName"`
+	SourceDestCheck    bool                 `xml:"sourceDestCheck"`
 	Attachment         struct {
 		AttachmentID        string `xml:"attachmentId"`
 		DeviceIndex         int    `xml:"deviceIndex"`
@@ -122,6 +128,9 @@ func reservationXML(r *InstanceRecord) ec2ReservationXML {
 			ID  string `xml:"id"`
 		}{instanceProfileARN(r.AccountID, r.Role), instanceProfileID(r.Role)}
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
+		x.Tags = append(x.Tags, EC2Tag{k, r.Tags[k]})
+	}
 	if r.State == "terminated" || r.State == "stopped" {
 		x.Reason = "User initiated"
 		x.StateReason = &struct {
@@ -129,35 +138,50 @@ func reservationXML(r *InstanceRecord) ec2ReservationXML {
 			Message string `xml:"message"`
 		}{"Client.UserInitiatedShutdown", "Client.UserInitiatedShutdown: User initiated shutdown"}
 	}
-	if r.PrivateIPv4 != "" {
+	var public *ec2AssociationXML
+	if r.PublicIPv4 != "" {
+		public = &ec2AssociationXML{PublicIP: r.PublicIPv4, PublicDNSName: r.PublicDNSName, IPOwnerID: "amazon"}
+	}
+	for _, n := range r.nics {
 		var nic ec2NetworkInterfaceXML
-		nic.NetworkInterfaceID = "eni-" + suffix
-		nic.SubnetID, nic.VPCID, nic.OwnerID, nic.Status = r.SubnetID, r.VPCID, r.AccountID, "in-use"
-		nic.MACAddress, nic.PrivateIPAddress, nic.PrivateDNSName = r.MAC, r.PrivateIPv4, r.PrivateDNSName
-		nic.SourceDestCheck, nic.InterfaceType = true, "interface"
-		nic.Attachment.AttachmentID, nic.Attachment.Status = "eni-attach-"+suffix, "attached"
-		nic.Attachment.AttachTime, nic.Attachment.DeleteOnTermination = x.LaunchTime, true
-		var public *ec2AssociationXML
-		if r.PublicIPv4 != "" {
-			public = &ec2AssociationXML{PublicIP: r.PublicIPv4, PublicDNSName: r.PublicDNSName, IPOwnerID: "amazon"}
+		nic.NetworkInterfaceID, nic.Description, nic.Groups = n.ID, n.Description, groupSet(n.Groups)
+		nic.SubnetID, nic.VPCID, nic.OwnerID, nic.Status = n.SubnetID, n.VPCID, n.OwnerID, n.Status
+		nic.MACAddress, nic.SourceDestCheck, nic.InterfaceType = n.MAC, n.SourceDestCheck, n.InterfaceType
+		nic.Attachment.AttachmentID, nic.Attachment.Status = n.Attachment.ID, n.Attachment.Status
+		nic.Attachment.DeviceIndex, nic.Attachment.NetworkCardIndex = n.Attachment.DeviceIndex, n.Attachment.NetworkCardIndex
+		nic.Attachment.AttachTime = n.Attachment.AttachTime.UTC().Format(ec2TimeFormat)
+		nic.Attachment.DeleteOnTermination = n.Attachment.DeleteOnTermination
+		primaryENI := n.Attachment.DeviceIndex == 0
+		if primaryENI {
 			nic.Association = public
 		}
-		for i, a := range r.privateIPv4s() {
+		for i, a := range n.PrivateIPv4s {
 			ip := ec2PrivateIPXML{PrivateIPAddress: a, Primary: i == 0}
 			if addr, err := netip.ParseAddr(a); err == nil {
 				ip.PrivateDNSName = PrivateDNSName(addr, r.Region)
 			}
-			if i == 0 {
+			if i == 0 && primaryENI {
 				ip.PrivateDNSName, ip.Association = r.PrivateDNSName, public
+			}
+			if i == 0 {
+				nic.PrivateIPAddress, nic.PrivateDNSName = a, ip.PrivateDNSName
 			}
 			nic.PrivateIPs.Items = append(nic.PrivateIPs.Items, ip)
 		}
-		for _, a := range r.IPv6 {
+		for _, a := range n.IPv6 {
 			nic.IPv6Addresses.Items = append(nic.IPv6Addresses.Items, ec2IPv6XML{IPv6Address: a})
 		}
-		x.NetworkInterfaces.Items = []ec2NetworkInterfaceXML{nic}
+		x.NetworkInterfaces.Items = append(x.NetworkInterfaces.Items, nic)
 	}
 	res := ec2ReservationXML{ReservationID: "r-" + suffix, OwnerID: r.AccountID}
 	res.Instances.Items = []ec2InstanceXML{x}
 	return res
+}
+
+func parseIPv4(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err == nil && !a.Is4() {
+		err = fmt.Errorf("%s is not an IPv4 address", s)
+	}
+	return a, err
 }

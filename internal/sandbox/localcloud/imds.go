@@ -59,6 +59,7 @@ type IMDS struct {
 	instance Instance
 	creds    CredentialSource
 	now      func() time.Time
+	ec2      *EC2
 
 	mu     sync.Mutex
 	tokens map[string]time.Time // token → expiry
@@ -76,6 +77,14 @@ const (
 // has no role.
 func NewIMDS(inst Instance, creds CredentialSource) *IMDS {
 	return &IMDS{instance: inst, creds: creds, now: time.Now, tokens: map[string]time.Time{}}
+}
+
+// WithEC2 makes the metadata show the instance's network interfaces as EC2 holds them
+// now (network/interfaces/macs/...), so that an attachment or an address assignment
+// shows at once, as ipamd expects. It returns m.
+func (m *IMDS) WithEC2(e *EC2) *IMDS {
+	m.ec2 = e
+	return m
 }
 
 // ServeHTTP implements the IMDSv2 API.
@@ -241,7 +250,9 @@ func (m *IMDS) metadata() map[string]string {
 		"services/domain":             "amazonaws.com",
 		"services/partition":          "aws",
 	}
-	if in.MAC != "" {
+	if m.ec2 != nil {
+		m.liveInterfaces(t)
+	} else if in.MAC != "" {
 		nic := "network/interfaces/macs/" + in.MAC + "/"
 		t[nic+"device-number"] = "0"
 		t[nic+"interface-id"] = "eni-" + strings.TrimPrefix(in.ID, "i-")
@@ -269,4 +280,47 @@ func (m *IMDS) metadata() map[string]string {
 		}
 	}
 	return t
+}
+
+// liveInterfaces adds the instance's interfaces, as EC2 holds them now, to t.
+func (m *IMDS) liveInterfaces(t map[string]string) {
+	in := m.instance
+	for _, n := range m.ec2.InstanceNetworkInterfaces(in.ID) {
+		nic := "network/interfaces/macs/" + n.MAC + "/"
+		t[nic+"device-number"] = strconv.Itoa(n.Attachment.DeviceIndex)
+		t[nic+"network-card"] = strconv.Itoa(n.Attachment.NetworkCardIndex)
+		t[nic+"interface-id"] = n.ID
+		t[nic+"mac"] = n.MAC
+		t[nic+"owner-id"] = n.OwnerID
+		t[nic+"subnet-id"] = n.SubnetID
+		t[nic+"vpc-id"] = n.VPCID
+		t[nic+"local-ipv4s"] = strings.Join(n.PrivateIPv4s, "\n")
+		if len(n.PrivateIPv4s) > 0 {
+			if a, err := parseIPv4(n.PrivateIPv4s[0]); err == nil {
+				t[nic+"local-hostname"] = PrivateDNSName(a, in.Region)
+			}
+		}
+		if n.Attachment.DeviceIndex == 0 {
+			t[nic+"local-hostname"] = in.PrivateDNSName
+		}
+		t[nic+"security-group-ids"] = strings.Join(n.Groups, "\n")
+		var names []string
+		for _, g := range groupSet(n.Groups).Items {
+			names = append(names, g.GroupName)
+		}
+		t[nic+"security-groups"] = strings.Join(names, "\n")
+		if s, ok := m.ec2.SubnetOf(n.SubnetID); ok {
+			t[nic+"subnet-ipv4-cidr-block"] = s.CIDR.String()
+		}
+		if len(in.VPCIPv4CIDRs) > 0 {
+			t[nic+"vpc-ipv4-cidr-block"] = in.VPCIPv4CIDRs[0]
+			t[nic+"vpc-ipv4-cidr-blocks"] = strings.Join(in.VPCIPv4CIDRs, "\n")
+		}
+		if len(n.IPv6) > 0 {
+			t[nic+"ipv6s"] = strings.Join(n.IPv6, "\n")
+		}
+		if n.Attachment.DeviceIndex == 0 {
+			t["mac"] = n.MAC
+		}
+	}
 }

@@ -8,6 +8,12 @@ import (
 	"strings"
 )
 
+// The subnet and VPC of instances that name none.
+const (
+	DefaultSubnetID = "subnet-00000000000000000"
+	DefaultVPCID    = "vpc-00000000000000000"
+)
+
 // InstanceDefaults fills what inst leaves out: an instance ID, the region from the
 // availability zone, a MAC and a private DNS name derived from the address, as EC2
 // names them.
@@ -43,10 +49,10 @@ func InstanceDefaults(inst *Instance) error {
 		inst.PrivateDNSName = PrivateDNSName(addr, inst.Region)
 	}
 	if inst.SubnetID == "" {
-		inst.SubnetID = "subnet-00000000000000000"
+		inst.SubnetID = DefaultSubnetID
 	}
 	if inst.VPCID == "" {
-		inst.VPCID = "vpc-00000000000000000"
+		inst.VPCID = DefaultVPCID
 	}
 	return nil
 }

@@ -96,6 +96,22 @@ func (n NS) IP(ctx context.Context, args ...string) error {
 	return ip(ctx, append([]string{"-n", n.Name}, args...)...)
 }
 
+// IPOutput runs an iproute2 command inside the namespace and returns its output.
+func (n NS) IPOutput(ctx context.Context, args ...string) ([]byte, error) {
+	return output(ctx, "ip", append([]string{"-n", n.Name}, args...)...)
+}
+
+// Bridge runs an iproute2 bridge command (fdb, link) inside the namespace.
+func (n NS) Bridge(ctx context.Context, args ...string) error {
+	_, err := output(ctx, "bridge", append([]string{"-n", n.Name}, args...)...)
+	return err
+}
+
+// BridgeOutput runs an iproute2 bridge command inside the namespace and returns its output.
+func (n NS) BridgeOutput(ctx context.Context, args ...string) ([]byte, error) {
+	return output(ctx, "bridge", append([]string{"-n", n.Name}, args...)...)
+}
+
 // AddBridge creates a bridge inside the namespace, gives it addr (an address with its
 // prefix, such as 198.18.0.1/24) and brings it up.
 func (n NS) AddBridge(ctx context.Context, bridge string, addr netip.Prefix) error {
@@ -181,6 +197,16 @@ func ip(ctx context.Context, args ...string) error {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
+}
+
+func output(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
 }
 
 // CheckHostOverlap fails when prefix overlaps an address of any interface in the host's

@@ -1,0 +1,116 @@
+package nodejoin
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var clusterFlags = []string{"--cluster-name", "demo", "--endpoint", "https://10.0.0.1:6443", "--ca-file", "testdata/userdata/ca.pem"}
+
+// TestUserdataRender prints the user data of one NodeGroup for every family and style,
+// and its CloudFormation template, against golden files.
+func TestUserdataRender(t *testing.T) {
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		{"userdata-al2023.txt", nil},
+		{"userdata-al2.txt", []string{"-f", "testdata/userdata/nodegroup-al2.yaml"}},
+		{"userdata-al2-eksctl.txt", []string{"--family", "AL2", "--style", "eksctl"}},
+		{"userdata-bottlerocket.txt", []string{"--family", "Bottlerocket"}},
+		{"userdata-windows.txt", []string{"-f", "testdata/userdata/nodegroup-al2.yaml", "--family", "WindowsServer2022FullContainer", "--style", "eksctl"}},
+		{"userdata-al2023-base64.txt", []string{"--base64"}},
+		{"userdata-cloudformation.yaml", []string{"--cloudformation", "-f", "testdata/userdata/nodegroup-al2.yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			args := append([]string{"userdata", "render", "-f", "testdata/userdata/nodegroup.yaml"}, clusterFlags...)
+			if strings.Contains(tt.golden, "windows") {
+				args = append(args, "--dns-cluster-ip", "10.100.0.10")
+			}
+			out, err := run(t, append(args, tt.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("userdata", tt.golden), out)
+		})
+	}
+}
+
+func TestUserdataRenderGzipPrintsBase64(t *testing.T) {
+	args := append([]string{"userdata", "render", "-f", "testdata/userdata/nodegroup.yaml", "--family", "AL2", "--style", "eksctl"}, clusterFlags...)
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+	if err != nil || len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
+		t.Fatalf("want base64 of gzip, got %.60q (%v)", out, err)
+	}
+}
+
+func TestUserdataRenderFromKubeconfig(t *testing.T) {
+	ca, err := os.ReadFile("testdata/userdata/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	doc := "apiVersion: v1\nkind: Config\ncurrent-context: admin@local\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:40123\n" +
+		"    certificate-authority-data: " + base64.StdEncoding.EncodeToString(ca) + "\ncontexts:\n- name: admin@local\n  context:\n    cluster: local\n    user: admin\nusers:\n- name: admin\n  user: {}\n"
+	if err := os.WriteFile(kubeconfig, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "userdata", "render", "-f", "testdata/userdata/nodegroup.yaml", "--kubeconfig", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: local", "apiServerEndpoint: https://127.0.0.1:40123", "certificateAuthority: " + base64.StdEncoding.EncodeToString(ca)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
+func TestUserdataRenderErrors(t *testing.T) {
+	dir := t.TempDir()
+	notNG := filepath.Join(dir, "pod.yaml")
+	if err := os.WriteFile(notNG, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: ng}\nspec:\n  scaling: {minSize: 1, maxSize: 2}\n  template: {amiFamilly: Bottlerocket}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	invalid := filepath.Join(dir, "invalid.yaml")
+	if err := os.WriteFile(invalid, []byte("apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: ng}\nspec:\n  scaling: {minSize: 1, maxSize: 0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(dir, "absent"))
+	ng := "testdata/userdata/nodegroup.yaml"
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"userdata", "render"}, "-f is required"},
+		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `kind "Pod", apiVersion "v1": want a NodeGroup of nodejoin.io/v1alpha1`},
+		{append([]string{"userdata", "render", "-f", ng, "--family", "Ubuntu"}, clusterFlags...), `--family: AMI family "Ubuntu"`},
+		{append([]string{"userdata", "render", "-f", typo}, clusterFlags...), `unknown field "amiFamilly"`},
+		{append([]string{"userdata", "render", "-f", invalid}, clusterFlags...), "spec.scaling.maxSize: Invalid value: 0: must be at least 1"},
+		{append([]string{"userdata", "render", "-f", ng, "--style", "karpenter"}, clusterFlags...), `--style "karpenter": want managed or eksctl`},
+		{append([]string{"userdata", "render", "-f", ng, "--cloudformation", "--family", "Bottlerocket"}, clusterFlags...), "rendered for AmazonLinux2 and AmazonLinux2023, not Bottlerocket"},
+		{[]string{"userdata", "render", "-f", ng, "--cluster-name", "demo"}, "the kubeconfig has no current context; give --cluster-name, --endpoint and --ca-file"},
+		{[]string{"userdata", "render", "-f", ng, "--ca-file", ng, "--endpoint", "https://e", "--cluster-name", "c"}, "no PEM certificate in it"},
+		{append([]string{"userdata", "render", "-f", filepath.Join(dir, "absent.yaml")}, clusterFlags...), "reading the NodeGroup manifest"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args[2:], " "), func(t *testing.T) {
+			_, err := run(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,574 @@
+package nodegroup
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+// The rolling update, as EKS managed node groups run it (docs/nodegroups.md draws it):
+//
+//	Setup     point the Auto Scaling group at the new launch template version; fix
+//	          maxUnavailable and (DEFAULT) the surge; raise max and desired by the surge
+//	ScaleUp   (DEFAULT) wait until the surge's new nodes are Ready; cordon every old node
+//	Upgrade   pick old nodes up to maxUnavailable (never taking availability below
+//	          desired - maxUnavailable), cordon, drain through the Eviction API, wait,
+//	          terminate through Auto Scaling (which launches a replacement); repeat
+//	          until no instance runs an older version
+//	ScaleDown (DEFAULT) lower desired by one at a time back to the spec's
+//	Failed    a drain outlasted drainTimeout without force: PodEvictionFailure; a spec
+//	          change or force resumes Upgrade
+//
+// Each call advances the state as far as it can without waiting and records it in the
+// status, so a restarted controller carries on from there.
+func (r *Reconciler) rollOrScale(ctx context.Context, st *state) error {
+	ng := st.ng
+	target := ng.Status.LaunchTemplate.Version
+	u := ng.Status.Update
+	if u == nil {
+		if len(st.old(target)) == 0 {
+			return r.scale(ctx, st)
+		}
+		u = r.startUpdate(st, target)
+	}
+	if u.TargetVersion != target {
+		r.event(ng, corev1.EventTypeNormal, "UpdateRetargeted", "Update", "the template changed again: rolling onto launch template version %s instead of %s", target, u.TargetVersion)
+		u.TargetVersion = target
+		if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
+			return err
+		}
+	}
+	for range 8 { // advance through phases that need no waiting
+		phase := u.Phase
+		var err error
+		switch u.Phase {
+		case v1alpha1.UpdatePhaseSetup:
+			err = r.setup(ctx, st, u)
+		case v1alpha1.UpdatePhaseScaleUp:
+			err = r.scaleUp(ctx, st, u)
+		case v1alpha1.UpdatePhaseUpgrade:
+			err = r.upgrade(ctx, st, u)
+		case v1alpha1.UpdatePhaseScaleDown:
+			err = r.scaleDown(ctx, st, u)
+		case v1alpha1.UpdatePhaseFailed:
+			r.resumeFailed(st, u)
+		}
+		if err != nil {
+			return err
+		}
+		if ng.Status.Update == nil || u.Phase == phase {
+			break
+		}
+		u.PhaseTime = metav1.NewTime(st.now)
+		r.metrics.Phases.WithLabelValues(string(u.Phase)).Inc()
+	}
+	if ng.Status.Update != nil {
+		st.after(pollBusy)
+	}
+	return nil
+}
+
+// old returns the live instances on another launch template version than target.
+func (s *state) old(target string) []groupInstance {
+	var out []groupInstance
+	for _, i := range s.live() {
+		if i.Version != target {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) startUpdate(st *state, target string) *v1alpha1.UpdateStatus {
+	desired := st.desired()
+	u := &v1alpha1.UpdateStatus{
+		Phase: v1alpha1.UpdatePhaseSetup, TargetVersion: target, Strategy: st.spec.Spec.UpdateStrategy,
+		MaxUnavailable:  st.spec.Spec.UpdateConfig.MaxUnavailableNodes(desired),
+		OriginalMaxSize: st.group.Max, OriginalDesiredSize: st.group.Desired,
+		StartTime: metav1.NewTime(st.now), PhaseTime: metav1.NewTime(st.now),
+	}
+	st.ng.Status.Update = u
+	r.metrics.Phases.WithLabelValues(string(u.Phase)).Inc()
+	r.event(st.ng, corev1.EventTypeNormal, "UpdateStarted", "Update", "rolling %d instances onto launch template version %s (%s, maxUnavailable %d)",
+		len(st.old(target)), target, u.Strategy, u.MaxUnavailable)
+	return u
+}
+
+// updateGroupSpec is the Auto Scaling group during an update: on the target version,
+// with the surge added.
+func (r *Reconciler) updateGroupSpec(st *state, u *v1alpha1.UpdateStatus) *groupSpec {
+	s := r.groupSpec(st)
+	s.LaunchTemplateVersion = u.TargetVersion
+	s.Desired += u.Surge
+	s.Max = max(s.Max, s.Desired)
+	return s
+}
+
+func (r *Reconciler) setup(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
+	old := st.old(u.TargetVersion)
+	if u.Strategy == v1alpha1.UpdateStrategyDefault {
+		// EKS raises max and desired by the larger of twice the zones and
+		// maxUnavailable; there is no use in more new nodes than old ones.
+		zones := map[string]bool{}
+		for _, i := range old {
+			zones[i.AZ] = true
+		}
+		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old)))
+	}
+	if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
+		return err
+	}
+	if u.Surge > 0 {
+		u.Phase = v1alpha1.UpdatePhaseScaleUp
+		u.Message = fmt.Sprintf("launching %d new nodes", u.Surge)
+	} else {
+		u.Phase = v1alpha1.UpdatePhaseUpgrade
+	}
+	return nil
+}
+
+func (r *Reconciler) scaleUp(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
+	var ready int32
+	for _, i := range st.live() {
+		if i.Version == u.TargetVersion && st.ready(i.ID) {
+			ready++
+		}
+	}
+	if ready < u.Surge {
+		u.Message = fmt.Sprintf("waiting for new nodes to be Ready: %d of %d", ready, u.Surge)
+		return nil
+	}
+	// Old nodes take no new pods from here on.
+	for _, i := range st.old(u.TargetVersion) {
+		if err := r.cordon(ctx, st.nodes[i.ID]); err != nil {
+			return err
+		}
+	}
+	r.event(st.ng, corev1.EventTypeNormal, "NodesLaunched", "Update", "%d new nodes are Ready; old nodes cordoned", ready)
+	u.Phase = v1alpha1.UpdatePhaseUpgrade
+	return nil
+}
+
+// available counts the Ready nodes an update has not taken out (cordoned old nodes
+// still run their pods, so they count).
+func (s *state) available(u *v1alpha1.UpdateStatus) int32 {
+	var n int32
+	for _, i := range s.live() {
+		if s.ready(i.ID) && !slices.ContainsFunc(u.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == i.ID }) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
+	ng := st.ng
+	// Advance the nodes in flight.
+	var keep []v1alpha1.UpdateNode
+	for idx := 0; idx < len(u.Nodes); idx++ {
+		n := u.Nodes[idx]
+		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
+		if i < 0 || !st.group.Instances[i].live() {
+			u.Replaced++
+			r.metrics.Replaced.WithLabelValues("update").Inc()
+			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated", n.InstanceID, n.NodeName)
+			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+				return err
+			}
+			continue
+		}
+		failed, err := r.advanceNode(ctx, st, u, &n)
+		if err != nil {
+			return err
+		}
+		keep = append(keep, n)
+		if failed {
+			u.Nodes = append(keep, u.Nodes[idx+1:]...)
+			return nil
+		}
+	}
+	u.Nodes = keep
+	// Pick more old nodes: unready ones first (taking them out costs nothing), then by
+	// instance ID. EKS picks at random; the order here is deterministic.
+	old := st.old(u.TargetVersion)
+	slices.SortStableFunc(old, func(a, b groupInstance) int {
+		ra, rb := st.ready(a.ID), st.ready(b.ID)
+		switch {
+		case ra == rb:
+			return strings.Compare(a.ID, b.ID)
+		case !ra:
+			return -1
+		}
+		return 1
+	})
+	desired := st.desired()
+	avail := st.available(u)
+	for _, i := range old {
+		if int32(len(u.Nodes)) >= u.MaxUnavailable {
+			break
+		}
+		if slices.ContainsFunc(u.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == i.ID }) {
+			continue
+		}
+		ready := st.ready(i.ID)
+		if ready && desired-(avail-1) > u.MaxUnavailable {
+			break // taking it out would leave too few nodes
+		}
+		n := v1alpha1.UpdateNode{InstanceID: i.ID, Step: v1alpha1.NodeStepCordoned, Since: metav1.NewTime(st.now)}
+		if node := st.nodes[i.ID]; node != nil {
+			n.NodeName = node.Name
+			if err := r.cordon(ctx, node); err != nil {
+				return err
+			}
+		}
+		if ready {
+			avail--
+		}
+		r.event(ng, corev1.EventTypeNormal, "NodeCordoned", "Update", "instance %s (node %s) selected for replacement and cordoned", n.InstanceID, n.NodeName)
+		failed, err := r.advanceNode(ctx, st, u, &n)
+		if err != nil {
+			return err
+		}
+		u.Nodes = append(u.Nodes, n)
+		if failed {
+			return nil
+		}
+	}
+	if len(old) == 0 && len(u.Nodes) == 0 {
+		if u.Surge > 0 {
+			u.Phase = v1alpha1.UpdatePhaseScaleDown
+			u.Message = "scaling back to the desired size"
+		} else {
+			r.endUpdate(st, u)
+		}
+		return nil
+	}
+	u.Message = fmt.Sprintf("%d old instances left; replacing %d", len(old), len(u.Nodes))
+	return nil
+}
+
+// advanceNode takes one old node as far as it goes now: drain, wait, terminate. It
+// reports whether the update failed.
+func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.UpdateStatus, n *v1alpha1.UpdateNode) (bool, error) {
+	ng, spec := st.ng, st.spec.Spec
+	for range 4 {
+		step := n.Step
+		switch n.Step {
+		case v1alpha1.NodeStepCordoned:
+			n.Step, n.Since, n.DrainStart = v1alpha1.NodeStepDraining, metav1.NewTime(st.now), ptrTime(st.now)
+		case v1alpha1.NodeStepDraining:
+			if n.NodeName == "" {
+				// Never joined: nothing runs on it.
+				n.Step, n.Since = v1alpha1.NodeStepWaiting, metav1.NewTime(st.now)
+				continue
+			}
+			if n.DrainStart == nil {
+				n.DrainStart = ptrTime(st.now)
+			}
+			timedOut := st.now.Sub(n.DrainStart.Time) >= spec.Timeouts.DrainTimeout.Duration
+			res, err := r.drain(ctx, n.NodeName, timedOut && spec.Force)
+			if err != nil {
+				return false, err
+			}
+			n.Blocking = res.blocking
+			switch {
+			case res.done:
+				n.Step, n.Since, n.Blocking = v1alpha1.NodeStepWaiting, metav1.NewTime(st.now), nil
+				r.event(ng, corev1.EventTypeNormal, "NodeDrained", "Drain", "node %s drained in %s; terminating it after %s", n.NodeName,
+					st.now.Sub(n.DrainStart.Time).Round(time.Second), spec.Timeouts.PostDrainWait.Duration)
+			case timedOut && !spec.Force:
+				r.fail(st, u, n)
+				return true, nil
+			default:
+				if len(res.blocking) > 0 {
+					r.event(ng, corev1.EventTypeWarning, "PodEvictionBlocked", "Drain", "node %s: evictions refused, retrying: %s", n.NodeName, strings.Join(res.blocking, "; "))
+				}
+			}
+		case v1alpha1.NodeStepWaiting:
+			if wait := spec.Timeouts.PostDrainWait.Duration - st.now.Sub(n.Since.Time); wait > 0 {
+				st.after(min(wait, pollBusy))
+				return false, nil
+			}
+			// Without decrementing: the group launches a replacement on the new version.
+			if err := r.cloud.terminate(ctx, n.InstanceID, false); err != nil {
+				return false, err
+			}
+			n.Step, n.Since = v1alpha1.NodeStepTerminating, metav1.NewTime(st.now)
+			r.event(ng, corev1.EventTypeNormal, "NodeTerminating", "TerminateInstanceInAutoScalingGroup", "instance %s (node %s) terminating", n.InstanceID, n.NodeName)
+		case v1alpha1.NodeStepTerminating:
+			// Gone once the group no longer lists it (upgrade).
+			return false, nil
+		}
+		if n.Step == step {
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+// fail ends the update with PodEvictionFailure naming the blocking pods and budgets.
+func (r *Reconciler) fail(st *state, u *v1alpha1.UpdateStatus, n *v1alpha1.UpdateNode) {
+	ng := st.ng
+	msg := fmt.Sprintf("Reached max retries while trying to evict pods from nodes in node group %s", ng.Name)
+	if len(n.Blocking) > 0 {
+		msg += ": " + strings.Join(n.Blocking, "; ")
+	}
+	u.Phase, u.Message, u.FailedGeneration = v1alpha1.UpdatePhaseFailed, msg, ng.Generation
+	st.issues = append(st.issues, v1alpha1.Issue{Code: v1alpha1.IssuePodEvictionFailure, Message: msg, ResourceIDs: []string{n.NodeName}})
+	r.metrics.Updates.WithLabelValues("failed").Observe(st.now.Sub(u.StartTime.Time).Seconds())
+	r.event(ng, corev1.EventTypeWarning, string(v1alpha1.IssuePodEvictionFailure), "Drain", "%s (set spec.force to delete them, or change the spec to retry)", msg)
+}
+
+// resumeFailed restarts a failed update when the spec changed since, or force is set.
+func (r *Reconciler) resumeFailed(st *state, u *v1alpha1.UpdateStatus) {
+	if st.ng.Generation == u.FailedGeneration && !st.spec.Spec.Force {
+		return
+	}
+	u.Phase, u.Message = v1alpha1.UpdatePhaseUpgrade, "resumed"
+	if !st.spec.Spec.Force {
+		// A new drain timeout; with force, the one that ran out lets the drain delete
+		// the pods at once.
+		for i := range u.Nodes {
+			if u.Nodes[i].Step == v1alpha1.NodeStepDraining {
+				u.Nodes[i].DrainStart = ptrTime(st.now)
+			}
+		}
+	}
+	r.event(st.ng, corev1.EventTypeNormal, "UpdateResumed", "Update", "resuming the update to launch template version %s (force %t)", u.TargetVersion, st.spec.Spec.Force)
+}
+
+func (r *Reconciler) scaleDown(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
+	g, desired := st.group, st.desired()
+	if int32(len(st.live())) > g.Desired {
+		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
+		return nil // the last decrement is still being carried out
+	}
+	if g.Desired > desired {
+		// EKS decrements by one at a time back to the size before the update.
+		u.Surge = g.Desired - 1 - desired
+		if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
+			return err
+		}
+		u.Message = fmt.Sprintf("scaling down to %d", g.Desired-1)
+		return nil
+	}
+	u.Surge = 0
+	if err := r.cloud.updateGroup(ctx, r.groupSpec(st)); err != nil {
+		return err
+	}
+	r.endUpdate(st, u)
+	return nil
+}
+
+func (r *Reconciler) endUpdate(st *state, u *v1alpha1.UpdateStatus) {
+	r.metrics.Updates.WithLabelValues("succeeded").Observe(st.now.Sub(u.StartTime.Time).Seconds())
+	r.event(st.ng, corev1.EventTypeNormal, "UpdateSucceeded", "Update", "every instance runs launch template version %s (%d replaced in %s)",
+		u.TargetVersion, u.Replaced, st.now.Sub(u.StartTime.Time).Round(time.Second))
+	st.ng.Status.Update = nil
+}
+
+// scale keeps the group at the spec's size and version outside updates.
+func (r *Reconciler) scale(ctx context.Context, st *state) error {
+	s, g := r.groupSpec(st), st.group
+	if g.Min == s.Min && g.Max == s.Max && g.Desired == s.Desired && g.LaunchTemplateVersion == s.LaunchTemplateVersion {
+		return nil
+	}
+	if err := r.cloud.updateGroup(ctx, s); err != nil {
+		return err
+	}
+	if g.Desired != s.Desired {
+		r.event(st.ng, corev1.EventTypeNormal, "Scaled", "UpdateAutoScalingGroup", "desired size %d -> %d (min %d, max %d)", g.Desired, s.Desired, s.Min, s.Max)
+	}
+	st.after(pollBusy)
+	return nil
+}
+
+// joinTimeouts reports instances that did not become Ready nodes in time as
+// NodeCreationFailure, and replaces them one at a time with backoff.
+func (r *Reconciler) joinTimeouts(ctx context.Context, st *state) error {
+	ng, timeout := st.ng, st.spec.Spec.Timeouts.JoinTimeout.Duration
+	inUpdate := func(id string) bool {
+		return ng.Status.Update != nil && slices.ContainsFunc(ng.Status.Update.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == id })
+	}
+	var late []v1alpha1.InstanceStatus
+	allReady := true
+	for _, is := range ng.Status.Instances {
+		if !(groupInstance{LifecycleState: is.LifecycleState}).live() || inUpdate(is.InstanceID) {
+			continue
+		}
+		if st.ready(is.InstanceID) {
+			continue
+		}
+		allReady = false
+		if left := timeout - st.now.Sub(is.FirstSeen.Time); left > 0 {
+			st.after(min(left, pollBusy))
+			continue
+		}
+		late = append(late, is)
+	}
+	if len(late) == 0 {
+		if allReady && ng.Status.Replacement != nil {
+			ng.Status.Replacement = nil
+		}
+		return nil
+	}
+	var ids, why []string
+	for _, is := range late {
+		ids = append(ids, is.InstanceID)
+		why = append(why, is.InstanceID+": "+st.diagnose(is))
+	}
+	st.issues = append(st.issues, v1alpha1.Issue{Code: v1alpha1.IssueNodeCreationFailure,
+		Message: "Instances failed to join the kubernetes cluster: " + strings.Join(why, "; "), ResourceIDs: ids})
+	rep := ng.Status.Replacement
+	if rep != nil && st.now.Before(rep.NotBefore.Time) {
+		st.after(min(rep.NotBefore.Sub(st.now), pollBusy))
+		return nil
+	}
+	victim := late[0]
+	if err := r.cloud.terminate(ctx, victim.InstanceID, false); err != nil {
+		return err
+	}
+	failures := int32(1)
+	if rep != nil {
+		failures = rep.Failures + 1
+	}
+	backoff := backoffMin << min(failures-1, 10)
+	backoff = min(backoff, backoffMax)
+	ng.Status.Replacement = &v1alpha1.ReplacementStatus{Failures: failures, NotBefore: metav1.NewTime(st.now.Add(backoff))}
+	r.metrics.Replaced.WithLabelValues("join_timeout").Inc()
+	r.event(ng, corev1.EventTypeWarning, string(v1alpha1.IssueNodeCreationFailure), "TerminateInstanceInAutoScalingGroup",
+		"instance %s did not join within %s (%s); replacing it (failure %d, next replacement not before %s)",
+		victim.InstanceID, timeout, st.diagnose(victim), failures, backoff)
+	if n := st.nodes[victim.InstanceID]; n != nil {
+		if err := r.deleteNode(ctx, n.Name); err != nil {
+			return err
+		}
+	}
+	st.after(pollBusy)
+	return nil
+}
+
+// diagnose says how far an instance got in joining.
+func (s *state) diagnose(is v1alpha1.InstanceStatus) string {
+	n := s.nodes[is.InstanceID]
+	switch {
+	case n == nil && strings.HasPrefix(is.LifecycleState, "Pending"):
+		return "instance still " + is.LifecycleState + " in the Auto Scaling group, no Node registered"
+	case n == nil:
+		return "instance " + is.LifecycleState + ", no Node registered (the kubelet never authenticated, or its user data did not start it)"
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return fmt.Sprintf("Node %s registered, Ready=%s (%s: %s)", n.Name, c.Status, c.Reason, c.Message)
+		}
+	}
+	return "Node " + n.Name + " registered, no Ready condition yet (the kubelet has not posted status)"
+}
+
+// launchFailures reports the group's standing failed launch activities.
+func (r *Reconciler) launchFailures(ctx context.Context, st *state) error {
+	failed, err := r.cloud.failedLaunches(ctx, st.asgName)
+	if err != nil {
+		return err
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	code := v1alpha1.IssueAsgInstanceLaunchFailures
+	msg := aws.ToString(failed[0].StatusMessage)
+	if msg == "" {
+		msg = aws.ToString(failed[0].Description)
+	}
+	switch {
+	case strings.Contains(msg, "InstanceLimitExceeded") || strings.Contains(msg, "VcpuLimitExceeded"):
+		code = v1alpha1.IssueInstanceLimitExceeded
+	case strings.Contains(msg, "InsufficientFreeAddresses"):
+		code = v1alpha1.IssueInsufficientFreeAddresses
+	}
+	if len(msg) > 512 {
+		msg = msg[:512]
+	}
+	prev := hasIssue(st.ng.Status.Health.Issues, code)
+	st.issues = append(st.issues, v1alpha1.Issue{Code: code, Message: msg, ResourceIDs: []string{st.asgName}})
+	if !prev {
+		r.event(st.ng, corev1.EventTypeWarning, string(code), "Launch", "%d failed launches; the latest: %s", len(failed), msg)
+	}
+	st.after(pollBusy)
+	return nil
+}
+
+// delete drains the group's nodes (for at most deleteDrainTimeout), then deletes its
+// Auto Scaling group and launch template and lets the NodeGroup go.
+func (r *Reconciler) delete(ctx context.Context, st *state) (bool, error) {
+	ng := st.ng
+	if !containsString(ng.Finalizers, v1alpha1.NodeGroupFinalizer) {
+		return true, nil
+	}
+	if ng.Status.Phase != v1alpha1.PhaseDeleting {
+		ng.Status.Phase = v1alpha1.PhaseDeleting
+		r.event(ng, corev1.EventTypeNormal, "Deleting", "Delete", "draining the group's nodes, then deleting Auto Scaling group %s", st.asgName)
+	}
+	g, err := r.cloud.describeGroup(ctx, st.asgName)
+	if err != nil {
+		return false, err
+	}
+	if g != nil {
+		st.group = g
+		if err := r.observe(ctx, st); err != nil {
+			return false, err
+		}
+		drained := true
+		force := st.now.Sub(ng.DeletionTimestamp.Time) >= st.spec.Spec.Timeouts.DeleteDrainTimeout.Duration
+		if !force {
+			for _, i := range st.live() {
+				n := st.nodes[i.ID]
+				if n == nil {
+					continue
+				}
+				if err := r.cordon(ctx, n); err != nil {
+					return false, err
+				}
+				res, err := r.drain(ctx, n.Name, false)
+				if err != nil {
+					return false, err
+				}
+				drained = drained && res.done
+			}
+		}
+		if !drained {
+			st.after(pollBusy)
+			return false, nil
+		}
+		if err := r.cloud.deleteGroup(ctx, st.asgName); err != nil {
+			return false, err
+		}
+		for _, n := range st.nodes {
+			if err := r.deleteNode(ctx, n.Name); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := r.cloud.deleteTemplate(ctx, st.ltName); err != nil {
+		return false, err
+	}
+	r.event(ng, corev1.EventTypeNormal, "Deleted", "Delete", "Auto Scaling group %s and launch template %s deleted", st.asgName, st.ltName)
+	r.metrics.forget(ng.Name)
+	patch := ng.DeepCopy()
+	patch.Finalizers = slices.DeleteFunc(patch.Finalizers, func(f string) bool { return f == v1alpha1.NodeGroupFinalizer })
+	if err := r.Client.Update(ctx, patch); err != nil {
+		return false, fmt.Errorf("removing the finalizer of NodeGroup %s: %w", ng.Name, err)
+	}
+	return true, nil
+}
+
+func containsString(s []string, v string) bool { return slices.Contains(s, v) }
+
+func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
