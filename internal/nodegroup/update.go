@@ -492,7 +492,11 @@ func (r *Reconciler) launchFailures(ctx context.Context, st *state) error {
 		msg = aws.ToString(failed[0].Description)
 	}
 	switch {
-	case strings.Contains(msg, "InstanceLimitExceeded") || strings.Contains(msg, "VcpuLimitExceeded"):
+	// Auto Scaling's activity carries EC2's message, not its code: "You have requested
+	// more instances (N) than your current instance limit of M allows …" (or "… vCPU
+	// limit …").
+	case strings.Contains(msg, "InstanceLimitExceeded") || strings.Contains(msg, "VcpuLimitExceeded") ||
+		strings.Contains(msg, "current instance limit") || strings.Contains(msg, "current vCPU limit"):
 		code = v1alpha1.IssueInstanceLimitExceeded
 	case strings.Contains(msg, "InsufficientFreeAddresses"):
 		code = v1alpha1.IssueInsufficientFreeAddresses

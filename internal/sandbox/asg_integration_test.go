@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"slices"
@@ -21,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/testenv"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
 // Instances that the local cloud's Auto Scaling launches become local instances whose
@@ -244,5 +248,71 @@ func waitJoined(t *testing.T, cluster, group string, n int) []NodeStatus {
 			t.Fatalf("get nodes: %d joined nodes of group %s, want %d: %+v", len(joined), group, n, statuses)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// Under an account instance limit, a NodeGroup's launches beyond it fail as Auto
+// Scaling activities, and the NodeGroup reports InstanceLimitExceeded.
+func TestNodeGroupInstanceLimit(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	testenv.RequireIntegration(t)
+	bin := testenv.BinDir(t, toolbin.Etcd, toolbin.KubeAPIServer, toolbin.KubeControllerManager, toolbin.KubeScheduler, toolbin.Nodeadm)
+	sb, err := Start(t.Context(), Options{Name: "ngl", BinDir: bin, Network: controlplane.NetworkLoopback, UnsafeNoFsync: true,
+		Nodes: NodeOptions{Kubelet: "sim"}, InstanceLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Stop(context.Background()); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+		if _, err := Delete(context.Background(), "ngl"); err != nil {
+			t.Errorf("deleting: %v", err)
+		}
+	})
+	ctx := t.Context()
+	dyn, err := dynamic.NewForConfig(sb.cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ngs := dyn.Resource(nodejoinv1alpha1.NodeGroupResource)
+	ng := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": nodejoinv1alpha1.APIVersion, "kind": nodejoinv1alpha1.NodeGroupKind,
+		"metadata": map[string]any{"name": "ng1"},
+		"spec": map[string]any{
+			"scaling":  map[string]any{"minSize": int64(0), "maxSize": int64(3), "desiredSize": int64(2)},
+			"template": map[string]any{"instanceTypes": []any{"m5.large"}},
+		},
+	}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err = ngs.Create(ctx, ng, metav1.CreateOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating the NodeGroup: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		u, err := ngs.Get(ctx, "ng1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		issues, _, _ := unstructured.NestedSlice(u.Object, "status", "health", "issues")
+		for _, i := range issues {
+			if m, ok := i.(map[string]any); ok {
+				code, _ := m["code"].(string)
+				msg, _ := m["message"].(string)
+				if code == "InstanceLimitExceeded" && strings.Contains(msg, "current instance limit of 1") {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no InstanceLimitExceeded issue; issues %v", issues)
+		}
+		time.Sleep(time.Second)
 	}
 }
