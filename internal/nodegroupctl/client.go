@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 // Package nodegroupctl does the work of the nodegroup commands (`nodejoin create|get|
 // describe|scale|upgrade|delete nodegroup`) on one cluster's API: it reads and writes
 // NodeGroup objects and follows their status while the node group controller does the

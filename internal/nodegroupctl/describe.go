@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package nodegroupctl
 
 import (
@@ -102,7 +100,8 @@ type Account struct {
 	Region, AccountID string
 	// Version is the cluster's Kubernetes version, major.minor.
 	Version string
-	// NodeRole is the ARN of the instances' role, when known.
+	// NodeRole is the name of the role of the instances of a group whose template
+	// names no instance profile; "" when unknown.
 	NodeRole string
 }
 
@@ -125,7 +124,7 @@ func Describe(ng *v1alpha1.NodeGroup, a Account) Description {
 		InstanceTypes: InstanceTypes(ng),
 		Subnets:       append([]string{}, s.Subnets...),
 		AmiType:       AMIType(ng),
-		NodeRole:      a.NodeRole,
+		NodeRole:      nodeRole(ng, a),
 		Labels:        maps.Clone(t.Labels),
 		Resources:     Resources{AutoScalingGroups: []AutoScalingGroup{}},
 		Health:        Health{Issues: []Issue{}},
@@ -159,6 +158,22 @@ func Describe(ng *v1alpha1.NodeGroup, a Account) Description {
 		d.LaunchTemplate = &LaunchTemplate{Name: lt.Name, Version: lt.Version, ID: lt.ID}
 	}
 	return Description{Nodegroup: d}
+}
+
+// nodeRole is the ARN of the role of the group's instances: its template's instance
+// profile's (named after its role, as the local cloud's are) or the default.
+func nodeRole(ng *v1alpha1.NodeGroup, a Account) string {
+	role := a.NodeRole
+	if p := ng.Spec.Template.InstanceProfile; p != "" {
+		if _, name, ok := strings.Cut(p, ":instance-profile/"); ok {
+			p = name[strings.LastIndex(name, "/")+1:]
+		}
+		role = p
+	}
+	if role == "" {
+		return ""
+	}
+	return fmt.Sprintf("arn:aws:iam::%s:role/%s", a.AccountID, role)
 }
 
 // DesiredSize is the group's desired size: the spec's, or its minimum.

@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package nodegroupctl
 
 import (
@@ -8,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
@@ -69,7 +68,8 @@ func TestClientAgainstAPIServer(t *testing.T) {
 	instances := func(n int, version string) []v1alpha1.InstanceStatus {
 		var out []v1alpha1.InstanceStatus
 		for i := range n {
-			out = append(out, v1alpha1.InstanceStatus{InstanceID: "i-" + strings.Repeat(string(rune('a'+i)), 17), LaunchTemplateVersion: version, Ready: true})
+			out = append(out, v1alpha1.InstanceStatus{InstanceID: "i-" + strings.Repeat(string(rune('a'+i)), 17), LaunchTemplateVersion: version, Ready: true,
+				FirstSeen: metav1.Now()})
 		}
 		return out
 	}

@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package nodegroupctl
 
 import (

@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package e2e
 
 import (
@@ -66,57 +64,64 @@ func (c *cli) getNodeGroup(cluster, name string) v1alpha1.NodeGroup {
 	return l.Items[0]
 }
 
-// groupNodes lists the group's Nodes (by the EKS label) and which are Ready.
-func groupNodes(ctx context.Context, client kubernetes.Interface, group string) (all, readyNodes []string, err error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelNodeGroup + "=" + group})
+// readyNodes returns which of names are Nodes whose Ready condition is true.
+func readyOf(ctx context.Context, client kubernetes.Interface, names []string) ([]string, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	var out []string
 	for _, n := range nodes.Items {
-		all = append(all, n.Name)
+		if !slices.Contains(names, n.Name) {
+			continue
+		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				readyNodes = append(readyNodes, n.Name)
+				out = append(out, n.Name)
 			}
 		}
 	}
-	slices.Sort(all)
-	slices.Sort(readyNodes)
-	return all, readyNodes, nil
+	slices.Sort(out)
+	return out, nil
 }
 
 // assertGroupSize checks, once the CLI said the group is scaled, that its status and
-// the cluster agree: n instances, n Ready, each instance's node Ready with the group's
-// label, and no other Ready node of the group.
-func (c *cli) assertGroupSize(client kubernetes.Interface, cluster, group string, n int) {
+// the cluster agree: n instances, n Ready, each instance's node Ready in the API, and
+// none of the nodes in left (nodes that left the group) Ready any more. It returns the
+// group's nodes.
+func (c *cli) assertGroupSize(client kubernetes.Interface, cluster, group string, n int, left []string) []string {
 	c.t.Helper()
 	ng := c.getNodeGroup(cluster, group)
 	st := ng.Status
 	if st.Phase != v1alpha1.PhaseActive || st.ReadySize != int32(n) || st.DesiredSize != int32(n) || len(st.Instances) != n {
 		c.t.Errorf("group %s: phase %s, desired %d, ready %d, %d instances; want ACTIVE and %d", group, st.Phase, st.DesiredSize, st.ReadySize, len(st.Instances), n)
 	}
-	var want []string
+	var names []string
 	for _, in := range st.Instances {
 		if in.NodeName == "" || !in.Ready {
 			c.t.Errorf("group %s: instance %s has node %q, ready %v", group, in.InstanceID, in.NodeName, in.Ready)
 		}
-		want = append(want, in.NodeName)
+		names = append(names, in.NodeName)
 	}
-	slices.Sort(want)
-	// The nodes of terminated instances leave; the deadline is generous (a node's
-	// NotReady comes from its lease expiring when it is not deleted).
-	var all, readyNodes []string
+	slices.Sort(names)
+	if got, err := readyOf(c.t.Context(), client, names); err != nil || !slices.Equal(got, names) {
+		c.t.Errorf("group %s: of its nodes %v, Ready in the API: %v (%v)", group, names, got, err)
+	}
+	// A node that left is deleted, or turns NotReady once its lease expires: the
+	// deadline is generous.
+	var still []string
 	err := wait.PollUntilContextTimeout(c.t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
-		all, readyNodes, err = groupNodes(ctx, client, group)
-		return err == nil && slices.Equal(readyNodes, want), nil
+		still, err = readyOf(ctx, client, left)
+		return err == nil && len(still) == 0, nil
 	})
 	if err != nil {
-		c.t.Errorf("group %s: Ready nodes %v, want the instances' %v (all the group's nodes: %v)", group, readyNodes, want, all)
+		c.t.Errorf("group %s: nodes that left are still Ready: %v", group, still)
 	}
 	if issues := st.Health.Issues; len(issues) > 0 {
 		c.t.Errorf("group %s has health issues: %+v", group, issues)
 	}
+	return names
 }
 
 // A node group of simulated kubelets created from a manifest, scaled 2 → 4 → 1: nodes
@@ -136,18 +141,29 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 			t.Errorf("create output lacks %q:\n%s", want, out)
 		}
 	}
-	c.assertGroupSize(client, name, "workers", 2)
-	table := c.run("get", "nodegroup", "--name", name)
-	if !strings.Contains(table, "CLUSTER") || !strings.Contains(table, name+"  workers  ACTIVE") {
-		t.Errorf("get nodegroup:\n%s", table)
+	nodes := c.assertGroupSize(client, name, "workers", 2, nil)
+	table := strings.Split(strings.TrimSpace(c.run("get", "nodegroup", "--name", name)), "\n")
+	if len(table) != 2 || !strings.HasPrefix(table[0], "CLUSTER") || !slices.Equal(strings.Fields(table[1])[:7], []string{name, "workers", "ACTIVE", strings.Fields(table[1])[3], "1", "4", "2"}) {
+		t.Errorf("get nodegroup:\n%s", strings.Join(table, "\n"))
 	}
 
 	for _, n := range []int{4, 1} {
 		out := c.run("scale", "nodegroup", "workers", "--nodes", fmt.Sprint(n), "--name", name)
-		if want := fmt.Sprintf("Node group workers scaled to %d Ready node", n); !strings.Contains(out, want) {
+		if want := fmt.Sprintf("Node group workers scaled to %s", map[int]string{4: "4 Ready nodes", 1: "1 Ready node"}[n]); !strings.Contains(out, want) {
 			t.Errorf("scale output lacks %q:\n%s", want, out)
 		}
-		c.assertGroupSize(client, name, "workers", n)
+		now := c.assertGroupSize(client, name, "workers", n, nil)
+		var left []string
+		for _, old := range nodes {
+			if !slices.Contains(now, old) {
+				left = append(left, old)
+			}
+		}
+		if len(left) != max(0, len(nodes)-n) {
+			t.Errorf("scaling %d -> %d: nodes before %v, after %v", len(nodes), n, nodes, now)
+		}
+		c.assertGroupSize(client, name, "workers", n, left)
+		nodes = now
 	}
 	// A size outside the bounds is refused, naming the flag to add.
 	if out, err := c.command("scale", "nodegroup", "workers", "--nodes", "5", "--name", name).CombinedOutput(); err == nil || !strings.Contains(string(out), "pass --nodes-max 5 too") {
@@ -172,8 +188,12 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 	if !strings.Contains(out, "Node group workers deleted in") {
 		t.Errorf("delete output:\n%s", out)
 	}
-	if _, readyNodes, err := groupNodes(t.Context(), client, "workers"); err != nil || len(readyNodes) != 0 {
-		t.Errorf("after delete: Ready nodes %v (%v)", readyNodes, err)
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		still, err := readyOf(ctx, client, nodes)
+		return err == nil && len(still) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("after delete, the group's node %v is still Ready", nodes)
 	}
 }
 
@@ -276,7 +296,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 
 	v1 := writeTemp(t, "web-v1.yaml", nodeGroupManifest("web", 3, 6, 3, map[string]string{"release": "v1"}))
 	c.run("create", "nodegroup", "-f", v1, "--name", name)
-	c.assertGroupSize(client, name, "web", 3)
+	oldNodes := c.assertGroupSize(client, name, "web", 3, nil)
 	before := c.getNodeGroup(name, "web")
 
 	labels := map[string]string{"app": "web"}
@@ -353,23 +373,24 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 	if after.Status.UpdatedSize != 3 || after.Status.ReadySize != 3 || len(after.Status.Instances) != 3 || after.Status.Update != nil {
 		t.Errorf("after the upgrade: %+v", after.Status)
 	}
-	oldNodes := map[string]bool{}
-	for _, in := range before.Status.Instances {
-		oldNodes[in.NodeName] = true
-	}
 	for _, in := range after.Status.Instances {
 		if in.LaunchTemplateVersion != lt.Version {
 			t.Errorf("instance %s is on launch template version %s, want %s", in.InstanceID, in.LaunchTemplateVersion, lt.Version)
 		}
-		if oldNodes[in.NodeName] {
-			t.Errorf("node %s of the old template is still in the group", in.NodeName)
+		for _, old := range before.Status.Instances {
+			if old.InstanceID == in.InstanceID {
+				t.Errorf("instance %s of the old template is still in the group", in.InstanceID)
+			}
 		}
 	}
-	v2Nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "release=v2," + v1alpha1.LabelNodeGroup + "=web"})
-	if err != nil || len(v2Nodes.Items) != 3 {
-		t.Errorf("%d nodes carry the new template's label (%v), want 3", len(v2Nodes.Items), err)
+	// A new instance may take an old one's address, and so its node name.
+	var left []string
+	for _, n := range oldNodes {
+		if !slices.ContainsFunc(after.Status.Instances, func(in v1alpha1.InstanceStatus) bool { return in.NodeName == n }) {
+			left = append(left, n)
+		}
 	}
-	c.assertGroupSize(client, name, "web", 3)
+	c.assertGroupSize(client, name, "web", 3, left)
 	var d struct {
 		Nodegroup struct {
 			LaunchTemplate struct{ Version string }

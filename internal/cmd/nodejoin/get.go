@@ -9,11 +9,11 @@ import (
 func getCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
-		Short: "Show what is running: clusters, and a cluster's nodes",
+		Short: "Show what is running: clusters, and a cluster's nodes and node groups",
 		Example: "  nodejoin get clusters\n" +
 			"  nodejoin get nodes --name demo -o json",
 	}
-	cmd.AddCommand(getClustersCommand(), getNodesCommand())
+	cmd.AddCommand(getClustersCommand(), getNodesCommand(), getNodeGroupCommand())
 	return cmd
 }
 

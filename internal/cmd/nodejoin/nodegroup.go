@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package nodejoin
 
 import (
@@ -43,7 +41,8 @@ func connect(name string) (*ngTarget, error) {
 
 // account says where the cluster's groups live, for describe.
 func (t *ngTarget) account() nodegroupctl.Account {
-	a := nodegroupctl.Account{Cluster: t.name, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID}
+	a := nodegroupctl.Account{Cluster: t.name, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
+		NodeRole: sandbox.NodeRoleName(t.name)}
 	if cfg, err := clientcmd.BuildConfigFromFlags("", t.cluster.Kubeconfig); err == nil {
 		if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
 			if v, err := dc.ServerVersion(); err == nil {

@@ -1,5 +1,3 @@
-//go:build nodegroupapi
-
 package nodejoin
 
 import (
@@ -59,7 +57,7 @@ func testGroup() *v1alpha1.NodeGroup {
 	}
 }
 
-var testAccount = nodegroupctl.Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37"}
+var testAccount = nodegroupctl.Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37", NodeRole: "nodejoin-ironman-2022-node"}
 
 func TestNodeGroupTable(t *testing.T) {
 	active := testGroup()

@@ -33,6 +33,8 @@ func rootCommand() *cobra.Command {
 			"  nodejoin down",
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	// The node group commands (nodegroup.go).
+	root.AddCommand(createCommand(), describeCommand(), scaleCommand(), upgradeCommand(), deleteCommand())
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
 		benchCommand(), deprecatedNodeCommand(), deprecatedIMDSCommand())

@@ -62,7 +62,7 @@ func TestUpSummaryOutput(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			var out bytes.Buffer
 			o := &upOptions{output: tt.output}
-			if err := o.printSummary(&out, testCluster, tt.detached); err != nil {
+			if err := o.printSummary(&out, testCluster, tt.detached, nil); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, tt.file, out.String())

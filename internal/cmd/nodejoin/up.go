@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
@@ -36,6 +38,9 @@ type upOptions struct {
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
+	// nodeGroupFile and groups are --nodegroup-file and what it holds (up_nodegroups.go).
+	nodeGroupFile string
+	groups        *nodegroupctl.Loaded
 }
 
 func upCommand() *cobra.Command {
@@ -78,6 +83,7 @@ func upCommand() *cobra.Command {
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (default: beside this binary, or the source tree's bin/)")
 	outputFlag(cmd, &o.output)
+	f.StringVar(&o.nodeGroupFile, "nodegroup-file", "", "eksctl ClusterConfig or NodeGroup manifests whose node groups to create once the cluster is up (the cluster's name defaults to the eksctl file's metadata.name)")
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
 	_ = f.MarkHidden("internal-ready-fd")
 	return cmd
@@ -108,6 +114,11 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
+	if o.readyFD == 0 {
+		if err := o.loadNodeGroupFile(cmd); err != nil {
+			return err
+		}
+	}
 	opts, err := o.sandboxOptions(nil, nil)
 	if err != nil {
 		return err
@@ -126,7 +137,10 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 }
 
 // printSummary prints the started cluster in the -o format.
-func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool) error {
+func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool, groups []v1alpha1.NodeGroup) error {
+	if o.groups != nil {
+		return o.printUpNodeGroups(w, c, detached, groups)
+	}
 	if o.output != outputText {
 		return printStructured(w, o.output, c)
 	}
@@ -168,7 +182,14 @@ func (o *upOptions) runForeground(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if err := o.printSummary(stdout, sb.Info(), false); err != nil {
+	groups, err := o.createNodeGroups(ctx, sb.Info(), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "Node groups of %s failed, stopping cluster %s: %v\n", o.nodeGroupFile, o.name, err)
+		stopCtx := context.WithoutCancel(ctx)
+		_, derr := sandbox.Delete(stopCtx, o.name)
+		return errors.Join(err, sb.Stop(stopCtx), derr)
+	}
+	if err := o.printSummary(stdout, sb.Info(), false, groups); err != nil {
 		return err
 	}
 	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
@@ -209,10 +230,13 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 
 	args := []string{"up", "--internal-ready-fd=3"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "detach" && f.Name != "internal-ready-fd" && f.Name != "output" {
+		if f.Name != "detach" && f.Name != "internal-ready-fd" && f.Name != "output" && f.Name != "nodegroup-file" {
 			args = append(args, "--"+f.Name+"="+f.Value.String())
 		}
 	})
+	if !cmd.Flags().Changed("name") {
+		args = append(args, "--name="+o.name) // taken from --nodegroup-file
+	}
 	child := exec.Command(exe, args...)
 	child.Stdout, child.Stderr = logf, logf
 	child.ExtraFiles = []*os.File{w}
@@ -261,7 +285,11 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	return o.printSummary(cmd.OutOrStdout(), c, true)
+	groups, err := o.createNodeGroups(cmd.Context(), c, cmd.ErrOrStderr())
+	if err != nil {
+		return fmt.Errorf("cluster %s runs, but its node groups from %s failed: %w; look with `nodejoin describe nodegroup --name %s GROUP`, remove the cluster with `nodejoin down --name %s`", o.name, o.nodeGroupFile, err, o.name, o.name)
+	}
+	return o.printSummary(cmd.OutOrStdout(), c, true, groups)
 }
 
 // readyMarker is the last line the background process sends before closing the pipe.

@@ -1,0 +1,84 @@
+package nodejoin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/sandbox"
+)
+
+// nodeGroupTimeout bounds up's wait for the groups of --nodegroup-file.
+const nodeGroupTimeout = 20 * time.Minute
+
+// loadNodeGroupFile reads --nodegroup-file before anything starts, so that a bad file
+// starts no cluster, and takes the cluster's name from an eksctl file's metadata.name
+// when --name is not given.
+func (o *upOptions) loadNodeGroupFile(cmd *cobra.Command) error {
+	if o.nodeGroupFile == "" {
+		return nil
+	}
+	data, source, err := readInput(cmd, o.nodeGroupFile)
+	if err != nil {
+		return fmt.Errorf("--nodegroup-file: %w", err)
+	}
+	l, err := nodegroupctl.Load(data, source)
+	if err != nil {
+		return err
+	}
+	o.name = clusterName(cmd, o.name, l)
+	o.groups = l
+	return nil
+}
+
+// createNodeGroups creates the file's groups in the started cluster c and follows them
+// until each is ACTIVE with its nodes Ready; the list of fields nodejoin ignores and
+// the progress go to w.
+func (o *upOptions) createNodeGroups(ctx context.Context, c sandbox.Cluster, w io.Writer) ([]v1alpha1.NodeGroup, error) {
+	if o.groups == nil {
+		return nil, nil
+	}
+	t, err := connect(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	l := o.groups
+	fmt.Fprintf(w, "Creating %s from %s (%s)\n", plural(len(l.NodeGroups), "node group"), l.Source, l.Format)
+	printIgnored(w, l)
+	created, err := t.client.Create(ctx, l.NodeGroups)
+	for i := range l.NodeGroups[:len(created)] {
+		fmt.Fprintln(w, " ✓ created "+groupLine(&l.NodeGroups[i]))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return waitAll(ctx, t, created, nodegroupctl.Created, 0, nodeGroupTimeout, w)
+}
+
+// upSummary is up's -o json|yaml summary with node groups.
+type upSummary struct {
+	sandbox.Cluster
+	NodeGroups []nodegroupctl.Nodegroup `json:"nodeGroups,omitempty"`
+}
+
+// printUpNodeGroups prints up's summary with the groups of --nodegroup-file.
+func (o *upOptions) printUpNodeGroups(w io.Writer, c sandbox.Cluster, detached bool, groups []v1alpha1.NodeGroup) error {
+	if o.output != outputText {
+		s := upSummary{Cluster: c}
+		if t, err := connect(c.Name); err == nil {
+			acct := t.account()
+			for i := range groups {
+				s.NodeGroups = append(s.NodeGroups, nodegroupctl.Describe(&groups[i], acct).Nodegroup)
+			}
+		}
+		return printStructured(w, o.output, s)
+	}
+	printNodeGroups(w, c.Name, groups)
+	printUpText(w, c, detached)
+	return nil
+}
