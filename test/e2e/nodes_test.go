@@ -67,7 +67,13 @@ func upCluster(t *testing.T, name string, args ...string) (c *cli, kubeconfig st
 	requireRealKubelets(t)
 	c = newCLI(t)
 	ifaces = hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	t.Cleanup(func() {
+		// Not c.command: the test's context is cancelled before cleanups run, and a
+		// cancelled `down` would leave a failed test's cluster running.
+		down := exec.Command(c.nodejoin, "down", "--name", name) //nolint:noctx // see above
+		down.Env = c.command().Env
+		_ = down.Run()
+	})
 	c.run(append([]string{"up", "--name", name, "--detach"}, args...)...)
 	return c, strings.TrimSpace(c.run("kubeconfig", "--name", name)), ifaces
 }
@@ -244,7 +250,13 @@ func TestRealKubeletsJoinWithAWSIdentity(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-aws"
 	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	t.Cleanup(func() {
+		// Not c.command: the test's context is cancelled before cleanups run, and a
+		// cancelled `down` would leave a failed test's cluster running.
+		down := exec.Command(c.nodejoin, "down", "--name", name) //nolint:noctx // see above
+		down.Env = c.command().Env
+		_ = down.Run()
+	})
 
 	out := c.run("up", "--name", name, "--nodes", "2", "--detach")
 	const n1, n2 = "ip-198-18-0-11.local.internal", "ip-198-18-0-12.local.internal"
@@ -359,7 +371,13 @@ func TestRealKubeletsJoinWithBootstrapTokens(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-token"
 	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	t.Cleanup(func() {
+		// Not c.command: the test's context is cancelled before cleanups run, and a
+		// cancelled `down` would leave a failed test's cluster running.
+		down := exec.Command(c.nodejoin, "down", "--name", name) //nolint:noctx // see above
+		down.Env = c.command().Env
+		_ = down.Run()
+	})
 
 	out := c.run("up", "--name", name, "--nodes", "2", "--identity", "bootstrap-token", "--ami-family", "Bottlerocket", "--detach")
 	for _, want := range []string{"bootstrap-token identity, Bottlerocket user data", "client certificate issued", "2 node(s) Ready"} {
@@ -398,7 +416,13 @@ func TestDownCleansUpInstancesAfterACrash(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-crash-nodes"
 	ifaces := hostInterfaces(t)
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	t.Cleanup(func() {
+		// Not c.command: the test's context is cancelled before cleanups run, and a
+		// cancelled `down` would leave a failed test's cluster running.
+		down := exec.Command(c.nodejoin, "down", "--name", name) //nolint:noctx // see above
+		down.Env = c.command().Env
+		_ = down.Run()
+	})
 	c.run("up", "--name", name, "--nodes", "1", "--detach")
 	s := c.readState(name)
 	if err := syscall.Kill(s.Owner.PID, syscall.SIGKILL); err != nil {
@@ -416,7 +440,13 @@ func TestDownCleansUpInstancesAfterACrash(t *testing.T) {
 func TestFiftySimulatedKubeletsJoin(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-sim"
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
+	t.Cleanup(func() {
+		// Not c.command: the test's context is cancelled before cleanups run, and a
+		// cancelled `down` would leave a failed test's cluster running.
+		down := exec.Command(c.nodejoin, "down", "--name", name) //nolint:noctx // see above
+		down.Env = c.command().Env
+		_ = down.Run()
+	})
 	out := c.run("up", "--name", name, "--nodes", "50", "--kubelet", "sim", "--detach")
 	if !strings.Contains(out, "50 node(s) Ready") {
 		t.Errorf("up output:\n%s", out)
