@@ -51,7 +51,7 @@ func benchJoinCommand() *cobra.Command {
 
   # a killed leader mid-burst; a ten-minute soak
   nodejoin bench join --nodes 200 --fault leader-kill
-  nodejoin bench join --nodes 100 --duration 10m`,
+  nodejoin bench join --nodes 100 --duration 15m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != outputText && output != outputJSON {
@@ -84,7 +84,7 @@ func benchJoinCommand() *cobra.Command {
 	f.StringVar(&o.Baseline, "baseline", "", `"kcm": run the burst again with kube-controller-manager approving and signing client certificates`)
 	f.StringVar(&o.Fault, "fault", "", "run the burst again with a fault once half the nodes joined: apiserver-restart or leader-kill")
 	f.DurationVar(&o.Duration, "duration", 0, "run a soak this long instead of a burst (nodes join and leave, certificates rotate)")
-	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued (default a year; 2m in a soak)")
+	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write the controller's CPU profile (the whole run) and heap profile (end of the burst) into DIR")
 	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
 	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
