@@ -21,6 +21,9 @@ func benchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure how fast nodes join a local control plane",
+		Example: "  # 100 nodes at once, then again with kube-controller-manager as the baseline\n" +
+			"  nodejoin bench join --nodes 100 --baseline kcm -o json > report.json\n" +
+			"  nodejoin bench plot report.json > join.svg",
 	}
 	cmd.AddCommand(benchJoinCommand(), benchPlotCommand())
 	return cmd
@@ -97,9 +100,10 @@ func benchJoinCommand() *cobra.Command {
 
 func benchPlotCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "plot REPORT.json",
-		Short: "Draw the nodes joined over time (SVG, on standard output) from `bench join -o json`",
-		Args:  cobra.ExactArgs(1),
+		Use:     "plot REPORT.json",
+		Short:   "Draw the nodes joined over time (SVG, on standard output) from `bench join -o json`",
+		Example: "  nodejoin bench plot report.json > docs/bench-join.svg",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
