@@ -124,6 +124,7 @@ func Parse(data []byte, source string) (*File, error) {
 	var cfg ClusterConfig
 	jd := json.NewDecoder(bytes.NewReader(js))
 	jd.DisallowUnknownFields()
+	jd.UseNumber() // free-form settings keep 20 an integer, not 20.0
 	if err := jd.Decode(&cfg); err != nil {
 		return nil, jsonError(doc, source, err)
 	}

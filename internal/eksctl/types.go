@@ -96,7 +96,7 @@ type NodeGroupBase struct {
 	InstancePrefix    string   `json:"instancePrefix,omitempty" ignore:"nodes are named after their private DNS names, as on EKS"`
 	InstanceName      string   `json:"instanceName,omitempty" ignore:"nodes are named after their private DNS names, as on EKS"`
 	SSH               *SSH     `json:"ssh,omitempty" ignore:"local instances have no SSH; use nodejoin diagnose node and nodejoin export logs"`
-	IAM               *IAM     `json:"iam,omitempty" ignore:"instances get the local cloud's instance role, admitted by the NodeAccessEntry nodejoin creates"`
+	IAM               *IAM     `json:"iam,omitempty" ignore:"instances run with the instance profile the node group controller is configured with"`
 	SecurityGroups    any      `json:"securityGroups,omitempty" ignore:"the local network has no security groups"`
 
 	VolumeSize        *int    `json:"volumeSize,omitempty" ignore:"local instances have no EBS volumes; their root is a directory on the host"`

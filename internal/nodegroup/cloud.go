@@ -272,6 +272,15 @@ func (c *cloud) updateGroup(ctx context.Context, s *groupSpec) error {
 	return nil
 }
 
+// setDesired changes the group's desired capacity alone.
+func (c *cloud) setDesired(ctx context.Context, name string, desired int32) error {
+	_, err := c.asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(desired)})
+	if err != nil {
+		return fmt.Errorf("setting the desired capacity of Auto Scaling group %s to %d: %w", name, desired, err)
+	}
+	return nil
+}
+
 // terminate terminates one instance through Auto Scaling; decrement lowers the desired
 // capacity with it, else the group launches a replacement.
 func (c *cloud) terminate(ctx context.Context, id string, decrement bool) error {

@@ -273,6 +273,15 @@ func (r *Reconciler) reconcile(ctx context.Context, st *state) error {
 	if err := r.ensureTemplate(ctx, st); err != nil {
 		return err
 	}
+	if ng.Status.LaunchTemplate == nil {
+		// Nothing to launch from: the issues say why (user data that cannot be rendered).
+		ng.Status.Health.Issues = st.issues
+		if ng.Status.Phase == v1alpha1.PhaseCreating {
+			ng.Status.Phase = v1alpha1.PhaseCreateFailed
+		}
+		setCondition(ng, "Ready", metav1.ConditionFalse, "NoLaunchTemplate", "no launch template: see status.health")
+		return nil
+	}
 	if err := r.ensureGroup(ctx, st); err != nil {
 		return err
 	}

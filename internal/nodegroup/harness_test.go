@@ -83,6 +83,8 @@ type harness struct {
 	// disruption controller (PDB status) and the kubelet's confirmation of deletions.
 	real bool
 	pdbs map[string]int // name -> minAvailable
+	// ctrl, when set, is the reconciler's client (else client).
+	ctrl client.Client
 }
 
 const testCluster = "c1"
@@ -108,13 +110,14 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// newRealHarness runs the harness against a real API server: c talks to it.
-func newRealHarness(t *testing.T, ng *v1alpha1.NodeGroup, c client.Client) *harness {
+// newRealHarness runs the harness against a real API server: c talks to it, and the
+// reconciler through ctrl when it is not nil.
+func newRealHarness(t *testing.T, ng *v1alpha1.NodeGroup, c, ctrl client.Client) *harness {
 	t.Helper()
 	h := &harness{t: t, now: time.Now().Truncate(time.Second), rec: &recorder{}, name: ng.Name,
 		launched: map[string]int{}, broken: map[string]bool{}, joinDelay: 3, minAvail: 1 << 30, real: true, pdbs: map[string]int{}}
 	h.cloud = newFakeCloud(func() time.Time { return h.now })
-	h.client = c
+	h.client, h.ctrl = c, ctrl
 	if err := c.Create(context.Background(), ng); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +140,11 @@ func newHarness(t *testing.T, ng *v1alpha1.NodeGroup) *harness {
 }
 
 func (h *harness) newReconciler() {
-	r, err := New(h.client, h.client, h.rec, Options{
+	c := h.client
+	if h.ctrl != nil {
+		c = h.ctrl
+	}
+	r, err := New(c, c, h.rec, Options{
 		EC2: h.cloud, AutoScaling: h.cloud, AvailabilityZones: []string{"us-west-2a", "us-west-2b"},
 		Cluster: userdata.Cluster{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"},
 		AMIs:    map[v1alpha1.AMIFamily]string{v1alpha1.AMIFamilyAmazonLinux2023: "ami-0123456789abcdef0"},

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+	"github.com/nodejoin/nodejoin/internal/rbac"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -125,12 +127,24 @@ func TestIntegrationCRD(t *testing.T) {
 // The rolling update on a real API server: evictions through the real Eviction API,
 // which refuses them from the PodDisruptionBudget's status (written here as the
 // disruption controller would), and status written through the status subresource.
+// The reconciler acts as a user holding only rbac.ForNodeGroups's role.
 func TestIntegrationRollingUpdateWithPDB(t *testing.T) {
-	_, c := realAPI(t)
+	env, c := realAPI(t)
+	const user = "nodejoin-test-nodegroups"
+	subject := rbac.User(user)
+	if err := rbac.ApplyObjects(t.Context(), env.Client, rbac.ForNodeGroups(&subject), "test-admin"); err != nil {
+		t.Fatal(err)
+	}
+	asUser := rest.CopyConfig(env.Config)
+	asUser.Impersonate = rest.ImpersonationConfig{UserName: user}
+	ctrlClient, err := client.New(asUser, client.Options{Scheme: testScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ng := baseGroup(3)
 	ng.UID = ""
 	ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{Duration: 10 * time.Second}
-	h := newRealHarness(t, ng, c)
+	h := newRealHarness(t, ng, c, ctrlClient)
 	h.until("active", 60, active)
 	h.addWorkload("web", 3, 3) // refuses every eviction
 	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Template.Labels = map[string]string{"team": "blue"} })

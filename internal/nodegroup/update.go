@@ -381,7 +381,11 @@ func (r *Reconciler) scale(ctx context.Context, st *state) error {
 	if g.Min == s.Min && g.Max == s.Max && g.Desired == s.Desired && g.LaunchTemplateVersion == s.LaunchTemplateVersion {
 		return nil
 	}
-	if err := r.cloud.updateGroup(ctx, s); err != nil {
+	if g.Min == s.Min && g.Max == s.Max && g.LaunchTemplateVersion == s.LaunchTemplateVersion {
+		if err := r.cloud.setDesired(ctx, s.Name, s.Desired); err != nil {
+			return err
+		}
+	} else if err := r.cloud.updateGroup(ctx, s); err != nil {
 		return err
 	}
 	if g.Desired != s.Desired {

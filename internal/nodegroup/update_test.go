@@ -374,3 +374,24 @@ func TestDeleteDrainsAndDeletes(t *testing.T) {
 		t.Errorf("%v pods evicted; events %q", ev, h.rec.events)
 	}
 }
+
+func TestUnrenderableUserDataIsReported(t *testing.T) {
+	ng := baseGroup(1)
+	// A custom AMI takes the user's user data as it is; without any there is nothing
+	// to boot with.
+	ng.Spec.Template.AMIID = "ami-0fedcba9876543210"
+	h := newHarness(t, ng)
+	h.tick()
+	h.tick()
+	got := h.get()
+	if got.Status.Phase != v1alpha1.PhaseCreateFailed || !hasIssue(got.Status.Health.Issues, v1alpha1.IssueEc2LaunchTemplateInvalidConfig) ||
+		!strings.Contains(got.Status.Health.Issues[0].Message, "custom AMI") {
+		t.Errorf("phase %s issues %+v", got.Status.Phase, got.Status.Health.Issues)
+	}
+	if len(h.cloud.templates) != 0 || len(h.cloud.groups) != 0 {
+		t.Error("a group without user data reached the cloud")
+	}
+	// Giving it user data lets it be created.
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Template.UserData = "#!/bin/bash\n/etc/eks/bootstrap.sh c1\n" })
+	h.until("active", 40, active)
+}

@@ -41,11 +41,11 @@ func (l *asgLauncher) Launch(ctx context.Context, ls localcloud.LaunchSpec) (str
 	role := ""
 	if ls.IAMInstanceProfile != "" {
 		var ok bool
-		if role, ok = s.controller.Cloud().IAM.InstanceProfileRole(ls.IAMInstanceProfile); !ok {
+		if role, ok = w.ctl.Cloud().IAM.InstanceProfileRole(ls.IAMInstanceProfile); !ok {
 			return "", &localcloud.LaunchError{Code: "InvalidParameterValue",
 				Message: fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", ls.IAMInstanceProfile)}
 		}
-		if err := l.ensureAccess(ctx, role); err != nil {
+		if err := l.ensureAccess(ctx, w, role); err != nil {
 			return "", &localcloud.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}
 	}
@@ -97,7 +97,7 @@ func (l *asgLauncher) Terminate(ctx context.Context, id string) error {
 
 // ensureAccess maps a node group's instance role to the node identity, as EKS creates
 // an EC2_LINUX access entry for a managed node group's role.
-func (l *asgLauncher) ensureAccess(ctx context.Context, role string) error {
+func (l *asgLauncher) ensureAccess(ctx context.Context, w *workers, role string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.roles[role] {
@@ -108,7 +108,7 @@ func (l *asgLauncher) ensureAccess(ctx context.Context, role string) error {
 	if err != nil {
 		return err
 	}
-	arn := "arn:aws:iam::" + l.s.controller.Cloud().AccountID + ":role/" + role
+	arn := w.prov.RoleARN(role)
 	if err := ensureAccessEntry(ctx, dyn, role, arn); err != nil {
 		return err
 	}

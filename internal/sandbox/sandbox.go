@@ -53,6 +53,10 @@ type Options struct {
 	// NodeGroupKubelet is what plays the kubelets of instances the local cloud's Auto
 	// Scaling groups launch: "sim" (the default) or "real".
 	NodeGroupKubelet string
+	// InstanceLimit caps the local account's running instances for Auto Scaling's
+	// launches (0: no cap), to see launch failures and the InstanceLimitExceeded
+	// health issue.
+	InstanceLimit int
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool
@@ -218,6 +222,9 @@ func (o *Options) complete() error {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.InstanceLimit < 0 {
+		return &OptionError{"instance-limit", fmt.Sprint(o.InstanceLimit), "want 0 (no limit) or more"}
 	}
 	if k := o.NodeGroupKubelet; k != "" && k != "sim" && k != "real" {
 		return &OptionError{"nodegroup-kubelet", k, "want real or sim"}

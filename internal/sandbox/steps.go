@@ -72,8 +72,10 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name)})
-		s.sandbox.controller = c
+			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit})
+		sb.wmu.Lock() // the Auto Scaling launcher reads it from another goroutine
+		sb.controller = c
+		sb.wmu.Unlock()
 		return err
 	})
 }

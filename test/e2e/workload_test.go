@@ -66,8 +66,8 @@ func TestWorkloadAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sys.Items) != 4 {
-		t.Errorf("%d add-on pods, want 2 kube-proxy and 2 CoreDNS", len(sys.Items))
+	if len(sys.Items) != 6 {
+		t.Errorf("%d add-on pods, want 2 kube-proxy, 2 aws-node and 2 CoreDNS", len(sys.Items))
 	}
 	for _, p := range sys.Items {
 		if p.Status.Phase != corev1.PodRunning {
@@ -154,7 +154,7 @@ func TestWorkloadAcrossNodes(t *testing.T) {
 	}
 	names := []string{backends[0].Name, backends[1].Name}
 	for _, b := range backends {
-		// By pod IP (the other node's through the cluster namespace's routes).
+		// By pod IP (the other node's through the local VPC's router).
 		out, err := inPod("curl", "-sS", "-m", "10", fmt.Sprintf("http://%s:8080/hostname", b.Status.PodIP))
 		if err != nil || out != b.Name {
 			t.Errorf("client on %s -> %s (%s on %s): %q, %v", backends[0].Spec.NodeName, b.Name, b.Status.PodIP, b.Spec.NodeName, out, err)

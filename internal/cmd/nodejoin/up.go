@@ -26,6 +26,7 @@ type upOptions struct {
 	nodes sandbox.NodeOptions
 	// nodeGroupKubelet plays the kubelets of node groups' instances.
 	nodeGroupKubelet string
+	instanceLimit    int
 	detach           bool
 	network          string
 	nodeCIDR         string
@@ -69,6 +70,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
 	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
 	f.StringVar(&o.nodeGroupKubelet, "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
+	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -96,6 +98,7 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 		Control:  true,
 		// Node groups' instances, launched by the local cloud's Auto Scaling.
 		NodeGroupKubelet: o.nodeGroupKubelet,
+		InstanceLimit:    o.instanceLimit,
 		Progress:         progress,
 		Log:              log,
 	}, nil

@@ -67,6 +67,9 @@ type Config struct {
 	// account holds for node groups' instances, and the NodeGroup controller's default;
 	// "" for none.
 	NodeInstanceProfile string
+	// InstanceLimit caps the local account's running instances (0: no cap): Auto
+	// Scaling's launches beyond it fail with EC2's InstanceLimitExceeded message.
+	InstanceLimit int
 	// NoNodeGroups turns off the NodeGroup controller, which otherwise manages
 	// NodeGroups through the local cloud's launch templates and Auto Scaling groups.
 	NoNodeGroups bool
@@ -131,6 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.Launcher != nil {
 		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
 	}
+	c.cloud.AutoScaling.SetInstanceLimit(cfg.InstanceLimit)
 	if p := cfg.NodeInstanceProfile; p != "" {
 		if err := c.cloud.IAM.AddInstanceProfile(p, p); err != nil {
 			return fail(err)

@@ -238,6 +238,11 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	if err := ns.AddBridge(ctx, BridgeName, bridge); err != nil {
 		return err
 	}
+	// A fixed MAC: a bridge otherwise takes its ports' lowest, and each change of its
+	// address flushes its neighbour table, the VPC router's permanent entries too.
+	if err := ns.IP(ctx, "link", "set", BridgeName, "address", bridgeMAC(c.opts.BridgeAddr())); err != nil {
+		return err
+	}
 	// The cluster namespace is the VPC's router (docs/network.md): it forwards between
 	// the instances' interfaces (a new namespace does not), and sends no ICMP redirects,
 	// which would point instances past it at addresses only it answers ARP for.
@@ -516,4 +521,11 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// bridgeMAC is the bridge's MAC, derived from its address as instances' are
+// (0e:00 and the IPv4 bytes).
+func bridgeMAC(a netip.Addr) string {
+	b := a.As4()
+	return fmt.Sprintf("0e:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }

@@ -68,3 +68,26 @@ func TestMountsUnderListsTheMountTable(t *testing.T) {
 		}
 	}
 }
+
+// An address EC2 gave to an interface is never an instance's, and the node range is
+// the VPC's subnet.
+func TestAllocationSkipsAddressesEC2GaveOut(t *testing.T) {
+	e := localcloud.NewEC2("000000000000")
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000", EC2: e},
+		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := e.SubnetOf(localcloud.DefaultSubnetID)
+	if !ok || s.CIDR != netip.MustParsePrefix("198.18.0.0/28") {
+		t.Fatalf("subnet %+v, %t", s, ok)
+	}
+	inst := localcloud.Instance{ID: "i-00000001", PrivateIPv4: "198.18.0.12", SubnetID: localcloud.DefaultSubnetID}
+	if err := e.Launch(inst, localcloud.WithSecondaryPrivateIPv4s("198.18.0.11")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.allocate()
+	if err != nil || a.String() != "198.18.0.13" {
+		t.Errorf("allocated %v, %v; want 198.18.0.13 (.11 and .12 are EC2's)", a, err)
+	}
+}
