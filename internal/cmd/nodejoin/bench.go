@@ -21,6 +21,9 @@ func benchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure how fast nodes join a local control plane",
+		Example: "  # 100 nodes at once, then again with kube-controller-manager as the baseline\n" +
+			"  nodejoin bench join --nodes 100 --baseline kcm -o json > report.json\n" +
+			"  nodejoin bench plot report.json > join.svg",
 	}
 	cmd.AddCommand(benchJoinCommand(), benchPlotCommand())
 	return cmd
@@ -51,7 +54,7 @@ func benchJoinCommand() *cobra.Command {
 
   # a killed leader mid-burst; a ten-minute soak
   nodejoin bench join --nodes 200 --fault leader-kill
-  nodejoin bench join --nodes 100 --duration 10m`,
+  nodejoin bench join --nodes 100 --duration 15m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != outputText && output != outputJSON {
@@ -84,7 +87,7 @@ func benchJoinCommand() *cobra.Command {
 	f.StringVar(&o.Baseline, "baseline", "", `"kcm": run the burst again with kube-controller-manager approving and signing client certificates`)
 	f.StringVar(&o.Fault, "fault", "", "run the burst again with a fault once half the nodes joined: apiserver-restart or leader-kill")
 	f.DurationVar(&o.Duration, "duration", 0, "run a soak this long instead of a burst (nodes join and leave, certificates rotate)")
-	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued (default a year; 2m in a soak)")
+	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write the controller's CPU profile (the whole run) and heap profile (end of the burst) into DIR")
 	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
 	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
@@ -97,9 +100,10 @@ func benchJoinCommand() *cobra.Command {
 
 func benchPlotCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "plot REPORT.json",
-		Short: "Draw the nodes joined over time (SVG, on standard output) from `bench join -o json`",
-		Args:  cobra.ExactArgs(1),
+		Use:     "plot REPORT.json",
+		Short:   "Draw the nodes joined over time (SVG, on standard output) from `bench join -o json`",
+		Example: "  nodejoin bench plot report.json > docs/bench-join.svg",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {

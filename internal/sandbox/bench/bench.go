@@ -82,7 +82,7 @@ type Options struct {
 	// Duration, when set, runs a soak instead of a burst (see Soak).
 	Duration time.Duration
 	// CertificateLifetime, when set, is the lifetime of the certificates the controller
-	// issues (the soak's default is 2 minutes, so that nodes rotate).
+	// issues, at least 10 minutes (the soak's default is 10 minutes, so that nodes rotate).
 	CertificateLifetime time.Duration
 	// ProfileDir, when set, receives the controller's CPU profile (the whole run) and
 	// heap profile (at the end of the burst).
@@ -135,6 +135,8 @@ func (o *Options) complete() error {
 		return fmt.Errorf("--fault %q: want %q or %q", o.Fault, FaultAPIServerRestart, FaultLeaderKill)
 	case o.Duration < 0:
 		return fmt.Errorf("--duration %s: want a positive duration", o.Duration)
+	case o.CertificateLifetime != 0 && o.CertificateLifetime < 10*time.Minute:
+		return fmt.Errorf("--cert-lifetime %s: the signer issues nothing shorter than 10m (Kubernetes' minimum expirationSeconds)", o.CertificateLifetime)
 	case o.Duration > 0 && (o.Fault != "" || o.Baseline != ""):
 		return errors.New("--duration runs a soak: give it without --fault and --baseline")
 	}

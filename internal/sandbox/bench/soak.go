@@ -15,9 +15,14 @@ import (
 
 // Soak defaults.
 const (
-	DefaultSoakCertificateLifetime = 2 * time.Minute
+	// DefaultSoakCertificateLifetime is the shortest lifetime the signer issues
+	// (Kubernetes' minimum expirationSeconds): the staying nodes rotate after 7 to 9
+	// minutes, so a soak shows rotations from about 10 minutes on.
+	DefaultSoakCertificateLifetime = 10 * time.Minute
 	soakInterval                   = 10 * time.Second
-	// soakChurn is the share of the running nodes replaced every interval.
+	// soakChurn is the share of the churning nodes replaced every interval: the first
+	// half of the nodes stay for the whole soak (and rotate their certificates), the
+	// other half come and go.
 	soakChurn = 10
 )
 
@@ -48,8 +53,8 @@ type SoakReport struct {
 	Samples      []SoakSample `json:"samples"`
 }
 
-// soak keeps o.Nodes nodes running for o.Duration, replacing a tenth of them every ten
-// seconds, with short certificate lifetimes so that every node rotates.
+// soak keeps o.Nodes nodes running for o.Duration: half of them stay (and rotate their
+// short-lived certificates), a tenth of the other half is replaced every ten seconds.
 func soak(ctx context.Context, o Options) (*Report, error) {
 	if o.CertificateLifetime == 0 {
 		o.CertificateLifetime = DefaultSoakCertificateLifetime
@@ -110,7 +115,7 @@ func soak(ctx context.Context, o Options) (*Report, error) {
 		}
 		return r.cloud.EC2.SetState(n.id, "terminated")
 	}
-	r.progress("soak: %d nodes for %s, certificates of %s, a tenth replaced every %s", o.Nodes, o.Duration, o.CertificateLifetime, soakInterval)
+	r.progress("soak: %d nodes for %s, certificates of %s; half stay, a tenth of the rest replaced every %s", o.Nodes, o.Duration, o.CertificateLifetime, soakInterval)
 	start := time.Now()
 	for range o.Nodes {
 		if err := startNode(); err != nil {
@@ -129,15 +134,17 @@ func soak(ctx context.Context, o Options) (*Report, error) {
 				return nil, fmt.Errorf("node %s failed: %s", st.Node, st.LastError)
 			}
 		}
-		churn := max(1, len(running)/soakChurn)
-		for _, n := range running[:churn] {
+		stay := o.Nodes / 2
+		churn := max(1, (len(running)-stay)/soakChurn)
+		churn = min(churn, len(running)-stay)
+		for _, n := range running[stay : stay+churn] {
 			if err := leave(n); err != nil {
 				return nil, err
 			}
 			out.NodesLeft++
 			gone = append(gone, n)
 		}
-		running = slices.Clone(running[churn:])
+		running = append(slices.Clone(running[:stay]), running[stay+churn:]...)
 		for range churn {
 			if err := startNode(); err != nil {
 				return nil, err
