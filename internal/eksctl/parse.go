@@ -12,6 +12,8 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/editdistance"
 )
 
 // Error is a problem in a ClusterConfig, located by field path and line.
@@ -371,7 +373,7 @@ func suggest(unknown string, fields map[string]fieldInfo) string {
 		if strings.EqualFold(k, unknown) {
 			return fmt.Sprintf("did you mean %q? field names are case-sensitive", k)
 		}
-		if d := distance(strings.ToLower(unknown), strings.ToLower(k)); d < bestDist {
+		if d := editdistance.Levenshtein(strings.ToLower(unknown), strings.ToLower(k)); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
@@ -379,27 +381,6 @@ func suggest(unknown string, fields map[string]fieldInfo) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "known fields here: " + strings.Join(names, ", ")
-}
-
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // jsonError turns a decoding error into an Error located in the YAML tree.

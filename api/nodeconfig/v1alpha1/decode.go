@@ -14,6 +14,8 @@ import (
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/editdistance"
 )
 
 // DecodeError is a problem in a NodeConfig document, located as precisely as possible.
@@ -250,7 +252,7 @@ func suggest(unknown string, fields map[string]reflect.Type) string {
 			// Such as "name-not-real" for "name".
 			return fmt.Sprintf("did you mean %q?", k)
 		}
-		if d := distance(strings.ToLower(unknown), strings.ToLower(k)); d < bestDist {
+		if d := editdistance.Levenshtein(strings.ToLower(unknown), strings.ToLower(k)); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
@@ -258,27 +260,6 @@ func suggest(unknown string, fields map[string]reflect.Type) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "known fields: " + strings.Join(names, ", ")
-}
-
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
