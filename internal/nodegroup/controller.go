@@ -425,11 +425,14 @@ func (r *Reconciler) observe(ctx context.Context, st *state) error {
 		is := v1alpha1.InstanceStatus{InstanceID: gi.ID, AvailabilityZone: gi.AZ, LaunchTemplateVersion: gi.Version,
 			LifecycleState: gi.LifecycleState, FirstSeen: metav1.NewTime(st.now)}
 		if p, ok := prev[gi.ID]; ok {
-			is.FirstSeen = p.FirstSeen
+			is.FirstSeen, is.JoinedAt = p.FirstSeen, p.JoinedAt
 		}
 		if n := byInstance[gi.ID]; n != nil {
 			st.nodes[gi.ID] = n
 			is.NodeName, is.Ready = n.Name, nodeReady(n)
+			if is.Ready && is.JoinedAt == nil {
+				is.JoinedAt = ptrTime(st.now)
+			}
 		}
 		out = append(out, is)
 	}

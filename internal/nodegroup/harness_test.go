@@ -50,6 +50,9 @@ func (r *recorder) has(reason string) bool {
 type workload struct {
 	name     string
 	replicas int
+	// minAvailable is its PodDisruptionBudget's (0: none); minHealthy the fewest of
+	// its pods seen running on Ready nodes, before the scheduler replaces lost ones.
+	minAvailable, minHealthy int
 }
 
 // harness runs the reconciler against the fake cloud and a fake API, with simulated
@@ -79,6 +82,8 @@ type harness struct {
 	minAvail    int
 	ltMax       int32
 	podSeq      int
+	// lostPods are pods whose node went away under them: not evicted, not deleted.
+	lostPods []string
 	// real: the API is a real kube-apiserver; the harness then also plays the
 	// disruption controller (PDB status) and the kubelet's confirmation of deletions.
 	real bool
@@ -228,6 +233,10 @@ func (h *harness) tick() {
 	h.check()
 	h.cloud.converge()
 	h.kubelets()
+	for i := range h.workloads {
+		w := &h.workloads[i]
+		w.minHealthy = min(w.minHealthy, h.healthy(ctx, labels.SelectorFromSet(labels.Set{"app": w.name})))
+	}
 	h.schedule()
 	if h.real {
 		h.disruption()
@@ -338,6 +347,9 @@ func (h *harness) kubelets() {
 		// The kubelet confirms deletions (a real API server waits for it); pods of
 		// nodes that are gone are collected.
 		err := h.client.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, &corev1.Node{})
+		if p.DeletionTimestamp == nil && apierrors.IsNotFound(err) {
+			h.lostPods = append(h.lostPods, p.Name+" on "+p.Spec.NodeName)
+		}
 		if p.DeletionTimestamp != nil || apierrors.IsNotFound(err) {
 			_ = h.client.Delete(ctx, &p, client.GracePeriodSeconds(0))
 		}
@@ -395,7 +407,7 @@ func (h *harness) schedule() {
 }
 
 func (h *harness) addWorkload(name string, replicas, minAvailable int) {
-	h.workloads = append(h.workloads, workload{name, replicas})
+	h.workloads = append(h.workloads, workload{name: name, replicas: replicas, minAvailable: minAvailable, minHealthy: replicas})
 	if minAvailable > 0 {
 		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),

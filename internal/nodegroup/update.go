@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
@@ -185,7 +186,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 			}
 			continue
 		}
-		failed, err := r.advanceNode(ctx, st, u, &n)
+		failed, err := r.advanceNode(ctx, st, u, &n, false)
 		if err != nil {
 			return err
 		}
@@ -233,7 +234,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 			avail--
 		}
 		r.event(ng, corev1.EventTypeNormal, "NodeCordoned", "Update", "instance %s (node %s) selected for replacement and cordoned", n.InstanceID, n.NodeName)
-		failed, err := r.advanceNode(ctx, st, u, &n)
+		failed, err := r.advanceNode(ctx, st, u, &n, false)
 		if err != nil {
 			return err
 		}
@@ -257,7 +258,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 
 // advanceNode takes one old node as far as it goes now: drain, wait, terminate. It
 // reports whether the update failed.
-func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.UpdateStatus, n *v1alpha1.UpdateNode) (bool, error) {
+func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.UpdateStatus, n *v1alpha1.UpdateNode, decrement bool) (bool, error) {
 	ng, spec := st.ng, st.spec.Spec
 	for range 4 {
 		step := n.Step
@@ -274,7 +275,15 @@ func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.Upd
 				n.DrainStart = ptrTime(st.now)
 			}
 			timedOut := st.now.Sub(n.DrainStart.Time) >= spec.Timeouts.DrainTimeout.Duration
-			res, err := r.drain(ctx, n.NodeName, timedOut && spec.Force)
+			// Outside an update (u nil: scale-in) a drain that timed out deletes the
+			// pods, as EKS terminates a scaled-in node after its drain timeout.
+			force := timedOut && (spec.Force || u == nil)
+			if force && !n.Forced {
+				n.Forced = true
+				r.event(ng, corev1.EventTypeWarning, "DrainForced", "Drain", "node %s: the drain outlasted %s; deleting its pods: %s",
+					n.NodeName, spec.Timeouts.DrainTimeout.Duration, strings.Join(n.Blocking, "; "))
+			}
+			res, err := r.drain(ctx, n.NodeName, force)
 			if err != nil {
 				return false, err
 			}
@@ -284,7 +293,7 @@ func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.Upd
 				n.Step, n.Since, n.Blocking = v1alpha1.NodeStepWaiting, metav1.NewTime(st.now), nil
 				r.event(ng, corev1.EventTypeNormal, "NodeDrained", "Drain", "node %s drained in %s; terminating it after %s", n.NodeName,
 					st.now.Sub(n.DrainStart.Time).Round(time.Second), spec.Timeouts.PostDrainWait.Duration)
-			case timedOut && !spec.Force:
+			case timedOut && !force:
 				r.fail(st, u, n)
 				return true, nil
 			default:
@@ -297,8 +306,9 @@ func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.Upd
 				st.after(min(wait, pollBusy))
 				return false, nil
 			}
-			// Without decrementing: the group launches a replacement on the new version.
-			if err := r.cloud.terminate(ctx, n.InstanceID, false); err != nil {
+			// Upgrade: without decrementing, so the group launches a replacement on the
+			// new version. Scale-down: with it.
+			if err := r.cloud.terminate(ctx, n.InstanceID, decrement); err != nil {
 				return false, err
 			}
 			n.Step, n.Since = v1alpha1.NodeStepTerminating, metav1.NewTime(st.now)
@@ -333,6 +343,9 @@ func (r *Reconciler) resumeFailed(st *state, u *v1alpha1.UpdateStatus) {
 		return
 	}
 	u.Phase, u.Message = v1alpha1.UpdatePhaseUpgrade, "resumed"
+	if len(st.old(u.TargetVersion)) == 0 && st.group.Desired > st.desired() {
+		u.Phase = v1alpha1.UpdatePhaseScaleDown // it failed draining a scale-down's node
+	}
 	if !st.spec.Spec.Force {
 		// A new drain timeout; with force, the one that ran out lets the drain delete
 		// the pods at once.
@@ -346,26 +359,118 @@ func (r *Reconciler) resumeFailed(st *state, u *v1alpha1.UpdateStatus) {
 }
 
 func (r *Reconciler) scaleDown(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
-	g, desired := st.group, st.desired()
-	if int32(len(st.live())) > g.Desired {
-		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
-		return nil // the last decrement is still being carried out
-	}
-	if g.Desired > desired {
-		// EKS decrements by one at a time back to the size before the update.
-		u.Surge = g.Desired - 1 - desired
-		if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
+	ng, g, desired := st.ng, st.group, st.desired()
+	// The surge left is what the group's desired size still has over the spec's; a
+	// termination with decrement lowers it, so it is read back, not counted.
+	u.Surge = max(g.Desired-desired, 0)
+	// EKS decrements by one at a time back to the size before the update. Letting Auto
+	// Scaling pick the instance would terminate a node with its pods still on it (every
+	// pod the update moved sits on a new node), so the controller picks it, drains it
+	// through the Eviction API like an old node, and terminates it with decrement.
+	var keep []v1alpha1.UpdateNode
+	for idx := 0; idx < len(u.Nodes); idx++ {
+		n := u.Nodes[idx]
+		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
+		if i < 0 || !st.group.Instances[i].live() {
+			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
+			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+				return err
+			}
+			continue
+		}
+		failed, err := r.advanceNode(ctx, st, u, &n, true)
+		if err != nil {
 			return err
 		}
-		u.Message = fmt.Sprintf("scaling down to %d", g.Desired-1)
+		keep = append(keep, n)
+		if failed {
+			u.Nodes = append(keep, u.Nodes[idx+1:]...)
+			return nil
+		}
+	}
+	u.Nodes = keep
+	if len(u.Nodes) > 0 {
+		u.Message = fmt.Sprintf("scaling down to %d: removing node %s", desired+u.Surge-1, u.Nodes[0].NodeName)
 		return nil
 	}
-	u.Surge = 0
+	if int32(len(st.live())) > g.Desired {
+		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
+		return nil // the last termination is still being carried out
+	}
+	if u.Surge > 0 {
+		victim, err := r.scaleDownVictim(ctx, st, func(string) bool { return false })
+		if err != nil || victim == nil {
+			return err
+		}
+		n := v1alpha1.UpdateNode{InstanceID: victim.ID, Step: v1alpha1.NodeStepCordoned, Since: metav1.NewTime(st.now)}
+		if node := st.nodes[victim.ID]; node != nil {
+			n.NodeName = node.Name
+			if err := r.cordon(ctx, node); err != nil {
+				return err
+			}
+		}
+		r.event(ng, corev1.EventTypeNormal, "NodeCordoned", "Update", "instance %s (node %s) selected to scale down to %d and cordoned", n.InstanceID, n.NodeName, g.Desired-1)
+		failed, err := r.advanceNode(ctx, st, u, &n, true)
+		if err != nil {
+			return err
+		}
+		u.Nodes = append(u.Nodes, n)
+		if !failed {
+			u.Message = fmt.Sprintf("scaling down to %d: removing node %s", g.Desired-1, n.NodeName)
+		}
+		return nil
+	}
 	if err := r.cloud.updateGroup(ctx, r.groupSpec(st)); err != nil {
 		return err
 	}
 	r.endUpdate(st, u)
 	return nil
+}
+
+// scaleDownVictim picks the instance a scale-down removes: one that is not a Ready
+// node first (removing it costs nothing), then the node with the fewest pods to move,
+// then by instance ID.
+func (r *Reconciler) scaleDownVictim(ctx context.Context, st *state, taken func(id string) bool) (*groupInstance, error) {
+	type candidate struct {
+		i     groupInstance
+		ready bool
+		pods  int
+	}
+	var cs []candidate
+	for _, i := range st.live() {
+		if taken(i.ID) {
+			continue
+		}
+		c := candidate{i: i, ready: st.ready(i.ID)}
+		if n := st.nodes[i.ID]; n != nil {
+			var pods corev1.PodList
+			if err := r.Reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+				return nil, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
+			}
+			for j := range pods.Items {
+				if p := &pods.Items[j]; p.Spec.NodeName == n.Name && mustGo(p) {
+					c.pods++
+				}
+			}
+		}
+		cs = append(cs, c)
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	slices.SortStableFunc(cs, func(a, b candidate) int {
+		switch {
+		case a.ready != b.ready:
+			if !a.ready {
+				return -1
+			}
+			return 1
+		case a.pods != b.pods:
+			return a.pods - b.pods
+		}
+		return strings.Compare(a.i.ID, b.i.ID)
+	})
+	return &cs[0].i, nil
 }
 
 func (r *Reconciler) endUpdate(st *state, u *v1alpha1.UpdateStatus) {
@@ -378,6 +483,9 @@ func (r *Reconciler) endUpdate(st *state, u *v1alpha1.UpdateStatus) {
 // scale keeps the group at the spec's size and version outside updates.
 func (r *Reconciler) scale(ctx context.Context, st *state) error {
 	s, g := r.groupSpec(st), st.group
+	if done, err := r.scaleIn(ctx, st, s); err != nil || !done {
+		return err
+	}
 	if g.Min == s.Min && g.Max == s.Max && g.Desired == s.Desired && g.LaunchTemplateVersion == s.LaunchTemplateVersion {
 		return nil
 	}
@@ -393,6 +501,77 @@ func (r *Reconciler) scale(ctx context.Context, st *state) error {
 	}
 	st.after(pollBusy)
 	return nil
+}
+
+// scaleIn removes the instances a lowered desired size no longer wants, draining each
+// first: Auto Scaling, left to pick, would terminate nodes with their pods on them.
+// It reports whether the group is down to the spec's size, so that scale may go on.
+func (r *Reconciler) scaleIn(ctx context.Context, st *state, s *groupSpec) (bool, error) {
+	ng, g := st.ng, st.group
+	var keep []v1alpha1.UpdateNode
+	pending := int32(0)
+	for _, n := range ng.Status.ScaleIn {
+		i := slices.IndexFunc(g.Instances, func(x groupInstance) bool { return x.ID == n.InstanceID })
+		if i < 0 || !g.Instances[i].live() {
+			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "ScaleIn", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
+			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+				return false, err
+			}
+			continue
+		}
+		// The group's desired size, read before this pass, counts the decrement of an
+		// instance already terminating, not of one terminated now.
+		if n.Step != v1alpha1.NodeStepTerminating {
+			pending++
+		}
+		if _, err := r.advanceNode(ctx, st, nil, &n, true); err != nil {
+			return false, err
+		}
+		keep = append(keep, n)
+	}
+	ng.Status.ScaleIn = keep
+	excess := g.Desired - pending - s.Desired
+	if excess <= 0 {
+		if len(keep) > 0 {
+			st.after(pollBusy)
+		}
+		return len(keep) == 0, nil
+	}
+	// Any change of min, max or version goes first, with the desired size kept; the
+	// decrements then lower it.
+	if g.Min != s.Min || g.Max != s.Max || g.LaunchTemplateVersion != s.LaunchTemplateVersion {
+		keepSize := *s
+		keepSize.Desired = g.Desired
+		keepSize.Max = max(keepSize.Max, g.Desired)
+		if err := r.cloud.updateGroup(ctx, &keepSize); err != nil {
+			return false, err
+		}
+	}
+	for range excess {
+		victim, err := r.scaleDownVictim(ctx, st, func(id string) bool {
+			return slices.ContainsFunc(ng.Status.ScaleIn, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == id })
+		})
+		if err != nil {
+			return false, err
+		}
+		if victim == nil {
+			break
+		}
+		n := v1alpha1.UpdateNode{InstanceID: victim.ID, Step: v1alpha1.NodeStepCordoned, Since: metav1.NewTime(st.now)}
+		if node := st.nodes[victim.ID]; node != nil {
+			n.NodeName = node.Name
+			if err := r.cordon(ctx, node); err != nil {
+				return false, err
+			}
+		}
+		r.event(ng, corev1.EventTypeNormal, "NodeCordoned", "ScaleIn", "instance %s (node %s) selected to scale in towards %d and cordoned", n.InstanceID, n.NodeName, s.Desired)
+		if _, err := r.advanceNode(ctx, st, nil, &n, true); err != nil {
+			return false, err
+		}
+		ng.Status.ScaleIn = append(ng.Status.ScaleIn, n)
+	}
+	st.after(pollBusy)
+	return false, nil
 }
 
 // joinTimeouts reports instances that did not become Ready nodes in time as
@@ -412,6 +591,9 @@ func (r *Reconciler) joinTimeouts(ctx context.Context, st *state) error {
 			continue
 		}
 		allReady = false
+		if is.JoinedAt != nil {
+			continue // joined once: not a failed join
+		}
 		if left := timeout - st.now.Sub(is.FirstSeen.Time); left > 0 {
 			st.after(min(left, pollBusy))
 			continue

@@ -352,6 +352,12 @@ type NodeGroupStatus struct {
 	// controller resumes it.
 	// +optional
 	Update *UpdateStatus `json:"update,omitempty"`
+	// ScaleIn lists the instances a lowered desired size removes, outside updates: each
+	// is cordoned, drained through the Eviction API (for at most the drain timeout;
+	// then its pods are deleted, as EKS terminates the node whatever the budgets say),
+	// and terminated with a decrement of the desired size.
+	// +optional
+	ScaleIn []UpdateNode `json:"scaleIn,omitempty"`
 	// Replacement is the backoff of replacing instances that did not join.
 	// +optional
 	Replacement *ReplacementStatus `json:"replacement,omitempty"`
@@ -397,6 +403,11 @@ type InstanceStatus struct {
 	// FirstSeen is when the controller first saw the instance in the group, the start
 	// of its join timeout.
 	FirstSeen metav1.Time `json:"firstSeen"`
+	// JoinedAt is when the controller first saw the instance's node Ready. An instance
+	// that joined once is past its join timeout for good: a node that goes NotReady
+	// later runs pods, and is not replaced as a failed join.
+	// +optional
+	JoinedAt *metav1.Time `json:"joinedAt,omitempty"`
 }
 
 // UpdateStatus is the persisted state of a rolling update.
@@ -452,6 +463,9 @@ type UpdateNode struct {
 	// last refused.
 	// +optional
 	Blocking []string `json:"blocking,omitempty"`
+	// Forced says its drain timed out and went on by deleting the pods.
+	// +optional
+	Forced bool `json:"forced,omitempty"`
 }
 
 // ReplacementStatus is the backoff of replacing instances that did not join.
