@@ -37,6 +37,25 @@ const (
 // AMIFamilies lists the families in a fixed order.
 var AMIFamilies = []AMIFamily{AMIFamilyAmazonLinux2, AMIFamilyAmazonLinux2023, AMIFamilyBottlerocket, AMIFamilyWindows}
 
+// UserDataStyle says whose user data a group's instances boot with.
+// +kubebuilder:validation:Enum=Managed;Eksctl
+type UserDataStyle string
+
+// The user data styles.
+const (
+	// UserDataStyleManaged is what EKS managed node groups give their instances: EKS's
+	// bootstrap (the eks.amazonaws.com labels, max pods from the instance type) merged
+	// with the template's userData.
+	UserDataStyleManaged UserDataStyle = "Managed"
+	// UserDataStyleEksctl is what eksctl writes into a self-managed group's launch
+	// template: on AmazonLinux2 a gzip-compressed #cloud-config with kubelet.env and
+	// kubelet-extra.json calling bootstrap.sh; on AmazonLinux2023 its NodeConfig parts.
+	UserDataStyleEksctl UserDataStyle = "Eksctl"
+)
+
+// UserDataStyles lists the styles in a fixed order.
+var UserDataStyles = []UserDataStyle{UserDataStyleManaged, UserDataStyleEksctl}
+
 // CapacityType is how instances are bought.
 // +kubebuilder:validation:Enum=ON_DEMAND;SPOT
 type CapacityType string
@@ -221,6 +240,13 @@ type NodeTemplate struct {
 	// +kubebuilder:validation:Pattern=`^ami-[0-9a-f]{8,17}$`
 	// +optional
 	AMIID string `json:"amiID,omitempty"`
+	// UserDataStyle is whose user data the instances boot with: Managed (the default:
+	// as EKS managed node groups generate it) or Eksctl (as eksctl generates it for
+	// self-managed groups; what `nodejoin create nodegroup -f` gives an eksctl
+	// ClusterConfig's nodeGroups).
+	// +kubebuilder:default=Managed
+	// +optional
+	UserDataStyle UserDataStyle `json:"userDataStyle,omitempty"`
 	// InstanceTypes are the instance types, the first preferred (EKS orders on-demand
 	// types by priority).
 	// +kubebuilder:default={"m5.large"}

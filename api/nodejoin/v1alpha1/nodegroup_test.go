@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestNodeGroupDefault(t *testing.T) {
 	ng := &NodeGroup{Spec: NodeGroupSpec{Scaling: ScalingConfig{MinSize: 3, MaxSize: 5}}}
 	ng.Default()
 	s := ng.Spec
-	if *s.Scaling.DesiredSize != 3 || s.Template.AMIFamily != AMIFamilyAmazonLinux2023 || s.Template.CapacityType != CapacityOnDemand ||
+	if *s.Scaling.DesiredSize != 3 || s.Template.AMIFamily != AMIFamilyAmazonLinux2023 || s.Template.CapacityType != CapacityOnDemand || s.Template.UserDataStyle != UserDataStyleManaged ||
 		len(s.Template.InstanceTypes) != 1 || s.Template.InstanceTypes[0] != "m5.large" || *s.UpdateConfig.MaxUnavailable != 1 ||
 		s.UpdateStrategy != UpdateStrategyDefault || s.Timeouts.JoinTimeout.Duration != 15*time.Minute ||
 		s.Timeouts.DrainTimeout.Duration != 15*time.Minute || s.Timeouts.PostDrainWait.Duration != time.Minute ||
@@ -70,6 +71,7 @@ func TestNodeGroupCRDDefaultsMatch(t *testing.T) {
 	}{
 		{[]string{"spec", "template", "amiFamily"}, string(DefaultAMIFamily)},
 		{[]string{"spec", "template", "capacityType"}, string(DefaultCapacityType)},
+		{[]string{"spec", "template", "userDataStyle"}, string(DefaultUserDataStyle)},
 		{[]string{"spec", "updateStrategy"}, string(DefaultUpdateStrategy)},
 		{[]string{"spec", "timeouts", "joinTimeout"}, "15m"},
 		{[]string{"spec", "timeouts", "drainTimeout"}, "15m"},
@@ -93,6 +95,10 @@ func TestNodeGroupCRDDefaultsMatch(t *testing.T) {
 				t.Errorf("CRD default of %s = %s, Go default %s", strings.Join(c.path, "."), d, want)
 			}
 		}
+	}
+	// The CRD's enum of user data styles is Validate's.
+	if enum := fmt.Sprint(prop("spec", "template", "userDataStyle")["enum"]); enum != fmt.Sprint(UserDataStyles) {
+		t.Errorf("CRD enum of userDataStyle = %s, want %s", enum, UserDataStyles)
 	}
 	if it := prop("spec", "template", "instanceTypes")["default"].([]any); len(it) != 1 || it[0] != DefaultInstanceType {
 		t.Errorf("CRD default of instanceTypes = %v", it)
@@ -130,6 +136,9 @@ func TestNodeGroupValidate(t *testing.T) {
 			[]string{`spec.updateStrategy: Unsupported value: "FAST"`}},
 		{"bad family", func(ng *NodeGroup) { ng.Spec.Template.AMIFamily = "Ubuntu2204" },
 			[]string{`spec.template.amiFamily: Unsupported value: "Ubuntu2204"`}},
+		{"bad user data style", func(ng *NodeGroup) { ng.Spec.Template.UserDataStyle = "eksctl" },
+			[]string{`spec.template.userDataStyle: Unsupported value: "eksctl": supported values: "Managed", "Eksctl"`}},
+		{"eksctl user data style", func(ng *NodeGroup) { ng.Spec.Template.UserDataStyle = UserDataStyleEksctl }, nil},
 		{"bad instance type", func(ng *NodeGroup) { ng.Spec.Template.InstanceTypes = []string{"m5.large", "large", "m5.large"} },
 			[]string{"spec.template.instanceTypes[1]: Invalid value", "spec.template.instanceTypes[2]: Duplicate value"}},
 		{"bad ami", func(ng *NodeGroup) { ng.Spec.Template.AMIID = "ami-XYZ" }, []string{"spec.template.amiID: Invalid value"}},

@@ -20,6 +20,7 @@ const (
 	DefaultAMIFamily          = AMIFamilyAmazonLinux2023
 	DefaultInstanceType       = "m5.large"
 	DefaultCapacityType       = CapacityOnDemand
+	DefaultUserDataStyle      = UserDataStyleManaged
 	DefaultUpdateStrategy     = UpdateStrategyDefault
 	DefaultMaxUnavailable     = int32(1)
 	DefaultJoinTimeout        = 15 * time.Minute
@@ -43,6 +44,9 @@ func (ng *NodeGroup) Default() {
 	t := &s.Template
 	if t.AMIFamily == "" {
 		t.AMIFamily = DefaultAMIFamily
+	}
+	if t.UserDataStyle == "" {
+		t.UserDataStyle = DefaultUserDataStyle
 	}
 	if len(t.InstanceTypes) == 0 {
 		t.InstanceTypes = []string{DefaultInstanceType}
@@ -180,6 +184,9 @@ func validateTemplate(t *NodeTemplate, p *field.Path) field.ErrorList {
 	}
 	if !found {
 		errs = append(errs, field.NotSupported(p.Child("amiFamily"), t.AMIFamily, AMIFamilies))
+	}
+	if t.UserDataStyle != "" && !slices.Contains(UserDataStyles, t.UserDataStyle) {
+		errs = append(errs, field.NotSupported(p.Child("userDataStyle"), t.UserDataStyle, UserDataStyles))
 	}
 	if t.AMIID != "" && !amiIDRE.MatchString(t.AMIID) {
 		errs = append(errs, field.Invalid(p.Child("amiID"), t.AMIID, "want an AMI ID, ami-<hex>"))
