@@ -51,7 +51,7 @@ type Options struct {
 	AutoScaling AutoScaling
 	// Cluster is what the user data points the nodes at.
 	Cluster userdata.Cluster
-	// Render generates user data; default Render (EKS managed node groups' user data).
+	// Render generates user data; default Render (in the group's user data style).
 	Render RenderUserData
 	// Subnets the Auto Scaling groups span when a NodeGroup names none; without them,
 	// AvailabilityZones.
@@ -70,7 +70,9 @@ type Options struct {
 	Now      func() time.Time
 }
 
-// Render generates the user data EKS managed node groups give an instance.
+// Render generates the user data of a group's instances in its user data style: as EKS
+// managed node groups give it (Managed) or as eksctl writes it for self-managed groups
+// (Eksctl).
 func Render(_ context.Context, c userdata.Cluster, ng *v1alpha1.NodeGroup) ([]byte, error) {
 	t, err := Template(ng)
 	if err != nil {
@@ -79,22 +81,50 @@ func Render(_ context.Context, c userdata.Cluster, ng *v1alpha1.NodeGroup) ([]by
 	return userdata.Render(c, t)
 }
 
-// Template is the user-data template of a (defaulted) NodeGroup, managed style.
+// Template is the user-data template of a (defaulted) NodeGroup, in its user data style.
+// An Eksctl-style group's nodes are labelled alpha.eksctl.io/nodegroup-name with the
+// group's name unless its labels say otherwise, as eksctl labels them; that label maps
+// them back to the group, as eks.amazonaws.com/nodegroup does for managed-style groups.
 func Template(ng *v1alpha1.NodeGroup) (userdata.Template, error) {
 	tp := ng.Spec.Template
 	kubelet, err := tp.KubeletConfig()
 	if err != nil {
 		return userdata.Template{}, err
 	}
+	style, err := Style(tp.UserDataStyle)
+	if err != nil {
+		return userdata.Template{}, err
+	}
+	labels := tp.Labels
+	if style == userdata.SelfManaged {
+		if _, ok := labels[v1alpha1.LabelEksctlNodeGroupName]; !ok {
+			labels = maps.Clone(labels)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[v1alpha1.LabelEksctlNodeGroupName] = ng.Name
+		}
+	}
 	t := userdata.Template{
-		Family: userdata.Family(tp.AMIFamily), Style: userdata.Managed, NodeGroupName: ng.Name,
-		CapacityType: string(tp.CapacityType), Labels: tp.Labels, Taints: tp.Taints, Kubelet: kubelet, MaxPods: tp.MaxPods,
+		Family: userdata.Family(tp.AMIFamily), Style: style, NodeGroupName: ng.Name,
+		CapacityType: string(tp.CapacityType), Labels: labels, Taints: tp.Taints, Kubelet: kubelet, MaxPods: tp.MaxPods,
 		PreBootstrapCommands: tp.PreBootstrapCommands, UserData: tp.UserData, AMIID: tp.AMIID,
 	}
 	if len(tp.InstanceTypes) > 0 {
 		t.InstanceType = tp.InstanceTypes[0]
 	}
 	return t, nil
+}
+
+// Style maps a NodeGroup's user data style to the renderer's; empty is Managed.
+func Style(s v1alpha1.UserDataStyle) (userdata.Style, error) {
+	switch s {
+	case "", v1alpha1.UserDataStyleManaged:
+		return userdata.Managed, nil
+	case v1alpha1.UserDataStyleEksctl:
+		return userdata.SelfManaged, nil
+	}
+	return "", fmt.Errorf("spec.template.userDataStyle %q: want %s or %s", s, v1alpha1.UserDataStyleManaged, v1alpha1.UserDataStyleEksctl)
 }
 
 // Reconciler reconciles NodeGroups.
@@ -142,9 +172,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// nodeGroupOfNode maps a Node to its group by the label EKS's user data gives it.
+// nodeGroupOfNode maps a Node to its group by the label its user data gives it:
+// eks.amazonaws.com/nodegroup (Managed style), else alpha.eksctl.io/nodegroup-name
+// (Eksctl style).
 func nodeGroupOfNode(_ context.Context, o client.Object) []reconcile.Request {
-	if g := o.GetLabels()[v1alpha1.LabelNodeGroup]; g != "" {
+	l := o.GetLabels()
+	g := l[v1alpha1.LabelNodeGroup]
+	if g == "" {
+		g = l[v1alpha1.LabelEksctlNodeGroupName]
+	}
+	if g != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: g}}}
 	}
 	return nil

@@ -154,6 +154,9 @@ const (
 	LabelNodeGroupImage = "eks.amazonaws.com/nodegroup-image"
 	LabelCapacityType   = "eks.amazonaws.com/capacityType"
 	LabelExcludeFromLBs = "node.kubernetes.io/exclude-from-external-load-balancers"
+	// LabelEksctlNodeGroupName is the label eksctl gives a group's nodes; the user
+	// data of an Eksctl-style group carries it.
+	LabelEksctlNodeGroupName = "alpha.eksctl.io/nodegroup-name"
 )
 
 // NodeGroup is a group of EC2 instances in one Auto Scaling group launched from one

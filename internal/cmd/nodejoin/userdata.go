@@ -40,9 +40,10 @@ func userdataRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render -f NODEGROUP.yaml",
 		Short: "Print the user data of a NodeGroup's instances, or a self-managed node group's CloudFormation template",
-		Long: "Render prints the user data a NodeGroup's instances boot with, as EKS managed node groups\n" +
-			"(--style managed) or eksctl's self-managed groups (--style eksctl) generate it for the AMI\n" +
-			"family, merged with the template's own userData. Text is printed as the instance reads it;\n" +
+		Long: "Render prints the user data a NodeGroup's instances boot with, in the manifest's\n" +
+			"spec.template.userDataStyle: as EKS managed node groups (Managed, --style managed) or eksctl's\n" +
+			"self-managed groups (Eksctl, --style eksctl) generate it for the AMI family, merged with the\n" +
+			"template's own userData. --style overrides the manifest. Text is printed as the instance reads it;\n" +
 			"gzip-compressed user data (eksctl's AL2 cloud-config) and --base64 print the base64 a launch\n" +
 			"template's UserData holds. The cluster comes from --endpoint/--ca-file, or from a kubeconfig.",
 		Example: "  nodejoin userdata render -f nodegroup.yaml --family Bottlerocket\n" +
@@ -54,7 +55,7 @@ func userdataRenderCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "filename", "f", "", "NodeGroup manifest (nodejoin.io/v1alpha1); - reads standard input")
 	fl.StringVar(&f.family, "family", "", "AMI family, overriding the manifest's: AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows")
-	fl.StringVar(&f.style, "style", string(userdata.Managed), "whose user data: managed (EKS managed node groups) or eksctl (self-managed)")
+	fl.StringVar(&f.style, "style", "", "whose user data, overriding the manifest's spec.template.userDataStyle: managed (EKS managed node groups) or eksctl (self-managed)")
 	fl.BoolVar(&f.cloudFormation, "cloudformation", false, "print the self-managed node group's CloudFormation template instead")
 	fl.BoolVar(&f.base64, "base64", false, "print the user data base64-encoded, as a launch template holds it")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig whose current context gives the endpoint, CA and cluster name (default: $KUBECONFIG, ~/.kube/config)")
@@ -70,8 +71,14 @@ func runRender(cmd *cobra.Command, f renderFlags) error {
 	if f.file == "" {
 		return fmt.Errorf("-f is required: the NodeGroup manifest to render (- for standard input)")
 	}
-	style := userdata.Style(f.style)
-	if style != userdata.Managed && style != userdata.SelfManaged {
+	var style v1alpha1.UserDataStyle
+	switch userdata.Style(strings.ToLower(f.style)) {
+	case "":
+	case userdata.Managed:
+		style = v1alpha1.UserDataStyleManaged
+	case userdata.SelfManaged:
+		style = v1alpha1.UserDataStyleEksctl
+	default:
 		return fmt.Errorf("--style %q: want managed or eksctl", f.style)
 	}
 	var data []byte
@@ -84,11 +91,10 @@ func runRender(cmd *cobra.Command, f renderFlags) error {
 	if err != nil {
 		return fmt.Errorf("reading the NodeGroup manifest: %w", err)
 	}
-	tmpl, err := parseNodeGroup(data, f.file)
+	tmpl, err := parseNodeGroup(data, f.file, style)
 	if err != nil {
 		return err
 	}
-	tmpl.Style = style
 	if f.family != "" {
 		if tmpl.Family, err = userdata.ParseFamily(f.family); err != nil {
 			return fmt.Errorf("--family: %w", err)
@@ -121,8 +127,9 @@ func runRender(cmd *cobra.Command, f renderFlags) error {
 }
 
 // parseNodeGroup reads a NodeGroup manifest strictly, defaults and validates it, and
-// returns the template the controller renders from it.
-func parseNodeGroup(data []byte, source string) (userdata.Template, error) {
+// returns the template the controller renders from it; a style replaces the manifest's
+// spec.template.userDataStyle.
+func parseNodeGroup(data []byte, source string, style v1alpha1.UserDataStyle) (userdata.Template, error) {
 	var meta metav1.TypeMeta
 	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
 		return userdata.Template{}, fmt.Errorf("%s: not a NodeGroup manifest: %w", source, err)
@@ -133,6 +140,9 @@ func parseNodeGroup(data []byte, source string) (userdata.Template, error) {
 	var ng v1alpha1.NodeGroup
 	if err := sigsyaml.UnmarshalStrict(data, &ng); err != nil {
 		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
+	}
+	if style != "" {
+		ng.Spec.Template.UserDataStyle = style
 	}
 	ng.Default()
 	if errs := ng.Validate(); len(errs) > 0 {

@@ -1,7 +1,10 @@
 package nodejoin
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +52,37 @@ func TestUserdataRenderGzipPrintsBase64(t *testing.T) {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
 	if err != nil || len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
 		t.Fatalf("want base64 of gzip, got %.60q (%v)", out, err)
+	}
+}
+
+// A manifest's userDataStyle picks the style; --style overrides it.
+func TestUserdataRenderManifestStyle(t *testing.T) {
+	args := append([]string{"userdata", "render", "-f", "testdata/userdata/nodegroup-eksctl.yaml"}, clusterFlags...)
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("userDataStyle Eksctl on AmazonLinux2: want base64 of eksctl's gzip cloud-config, got %.60q (%v)", out, err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#cloud-config\n", "path: /etc/eksctl/kubelet.env", "MAX_PODS=58", `{"shutdownGracePeriod":"30s"}`} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("no %q in\n%s", want, doc)
+		}
+	}
+	// --style managed: EKS's AL2 bootstrap script, which takes no kubelet settings.
+	_, err = run(t, append(args, "--style", "managed")...)
+	if err == nil || !strings.Contains(err.Error(), "kubelet configuration is not supported for AmazonLinux2 managed groups") {
+		t.Errorf("--style managed: err = %v", err)
 	}
 }
 
