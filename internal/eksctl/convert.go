@@ -227,6 +227,10 @@ func (c *converter) selfManaged(g *NodeGroup, path string) *v1alpha1.NodeGroup {
 		return nil
 	}
 	t := &ng.Spec.Template
+	// eksctl writes a self-managed group's launch template itself: its user data is
+	// eksctl's (the AL2 cloud-config of kubelet.env and kubelet-extra.json, AL2023's
+	// NodeConfig parts), not what EKS gives a managed group.
+	t.UserDataStyle = v1alpha1.UserDataStyleEksctl
 	types, capacity := []string(nil), v1alpha1.CapacityOnDemand
 	if d := g.InstancesDistribution; d != nil {
 		types = slices.Clone(d.InstanceTypes)

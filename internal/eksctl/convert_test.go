@@ -55,7 +55,7 @@ func convertFile(t *testing.T, name string, data []byte) *Result {
 
 // The seeds' ClusterConfigs convert as written.
 func TestConvertSeeds(t *testing.T) {
-	for _, name := range []string{"seed000-ironman-2022", "seed001-bottlerocket", "seed001-windows"} {
+	for _, name := range []string{"seed000-ironman-2022", "seed001-bottlerocket", "seed001-windows", "seed002-demo-self-ng"} {
 		t.Run(name, func(t *testing.T) {
 			res := convertFile(t, name+".yaml", readFile(t, name+".yaml"))
 			golden(t, name+".nodegroups.yaml", convertText(t, res))
