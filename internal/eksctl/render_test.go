@@ -177,7 +177,7 @@ func TestSeed002CloudConfig(t *testing.T) {
 		t.Errorf("cloud-config starts %.60q", doc)
 	}
 	var cc struct {
-		RunCmd     [][]string `json:"runcmd"`
+		RunCmd     [][]string                                           `json:"runcmd"`
 		WriteFiles []struct{ Content, Owner, Path, Permissions string } `json:"write_files"`
 	}
 	if err := sigsyaml.Unmarshal(doc, &cc); err != nil {
