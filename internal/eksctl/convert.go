@@ -197,7 +197,12 @@ func (c *converter) base(b *NodeGroupBase, path, typ string) *v1alpha1.NodeGroup
 		if t.AMIFamily == v1alpha1.AMIFamilyAmazonLinux2023 {
 			// eksctl appends it as the last NodeConfig; the user's own user data is
 			// merged after the generated part too, so the override wins the same way.
+			// A managed group's must be MIME, as EKS wants it.
 			t.UserData = *b.OverrideBootstrap
+			if typ == TypeManaged && !strings.HasPrefix(strings.TrimSpace(t.UserData), "MIME-Version:") {
+				t.UserData = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\n" +
+					strings.TrimRight(t.UserData, "\n") + "\n\n--//--\n"
+			}
 		} else {
 			c.ignore(path+".overrideBootstrapCommand", firstLine(*b.OverrideBootstrap),
 				"nodejoin generates the bootstrap call itself and does not replace it; put extra steps in preBootstrapCommands")

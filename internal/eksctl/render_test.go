@@ -232,3 +232,39 @@ func TestSeed002CloudConfig(t *testing.T) {
 		t.Errorf("containerRuntime is not listed as ignored: %v", res.Ignored)
 	}
 }
+
+// overrideBootstrapCommand of an AmazonLinux2023 group is merged last in both kinds: a
+// self-managed group's as eksctl appends it, a managed group's as a MIME part (EKS takes
+// MIME only), so its settings win either way.
+func TestOverrideBootstrapAL2023(t *testing.T) {
+	const doc = "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata:\n  name: c1\n"
+	const override = "    overrideBootstrapCommand: |\n      apiVersion: node.eks.aws/v1alpha1\n      kind: NodeConfig\n      spec:\n        kubelet:\n          config:\n            shutdownGracePeriod: 5m\n"
+	ca := renderCA(t)
+	c := userdata.Cluster{Name: "c1", Endpoint: seed002Endpoint, CertificateAuthority: ca, ServiceCIDR: "10.100.0.0/16"}
+	for _, kind := range []string{"nodeGroups", "managedNodeGroups"} {
+		t.Run(kind, func(t *testing.T) {
+			res := convertFile(t, "cluster.yaml", []byte(doc+kind+":\n  - name: ng\n"+override))
+			ng := res.NodeGroups[0]
+			ng.Default()
+			data, err := nodegroup.Render(t.Context(), c, &ng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := nodeadm.Decode(t.Context(), data, noCloud{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfgs []*nodeconfigv1alpha1.NodeConfig
+			for _, cfg := range dec.Configs {
+				cfgs = append(cfgs, cfg.Config)
+			}
+			merged, err := nodeconfig.Merge(cfgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(merged.Spec.Kubelet.Config["shutdownGracePeriod"]); got != `"5m"` {
+				t.Errorf("shutdownGracePeriod %s, want \"5m\" from the override:\n%s", got, data)
+			}
+		})
+	}
+}
