@@ -121,7 +121,7 @@ func (r *Reconciler) setup(ctx context.Context, st *state, u *v1alpha1.UpdateSta
 		for _, i := range old {
 			zones[i.AZ] = true
 		}
-		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old)))
+		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old))) //nolint:gosec // G115: a group's instances and zones number at most its int32 MaxSize.
 	}
 	if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
 		return err
@@ -169,6 +169,7 @@ func (s *state) available(u *v1alpha1.UpdateStatus) int32 {
 	return n
 }
 
+//nolint:gocyclo // the rolling update's steps in order, read top to bottom.
 func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
 	ng := st.ng
 	// Advance the nodes in flight.

@@ -26,6 +26,8 @@ const (
 
 // Reached says whether ng (nil when it does not exist) has reached goal for the spec
 // generation gen, or fails with an error that says why and what to do.
+//
+//nolint:gocyclo // a switch over goals and phases, each case a short rule.
 func Reached(goal Goal, gen int64, ng *v1alpha1.NodeGroup) (bool, error) {
 	if goal == Deleted {
 		if ng == nil {
