@@ -94,7 +94,7 @@ func parseMetrics(r io.Reader, want ...string) ([]sample, error) {
 
 func parseSample(line string) (sample, bool) {
 	var s sample
-	rest := line
+	var rest string
 	if i := strings.IndexAny(line, "{ "); i > 0 && line[i] == '{' {
 		s.name = line[:i]
 		end := strings.LastIndexByte(line, '}')
