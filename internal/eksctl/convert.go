@@ -1,3 +1,5 @@
+// Package eksctl reads eksctl ClusterConfig files (eksctl.io/v1alpha5) strictly and
+// converts their node groups into nodejoin NodeGroups, with eksctl's defaults.
 package eksctl
 
 import (
