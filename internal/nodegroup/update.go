@@ -213,7 +213,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 	desired := st.desired()
 	avail := st.available(u)
 	for _, i := range old {
-		if int32(len(u.Nodes)) >= u.MaxUnavailable {
+		if int32(len(u.Nodes)) >= u.MaxUnavailable { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 			break
 		}
 		if slices.ContainsFunc(u.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == i.ID }) {
@@ -348,7 +348,7 @@ func (r *Reconciler) resumeFailed(st *state, u *v1alpha1.UpdateStatus) {
 
 func (r *Reconciler) scaleDown(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
 	g, desired := st.group, st.desired()
-	if int32(len(st.live())) > g.Desired {
+	if int32(len(st.live())) > g.Desired { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
 		return nil // the last decrement is still being carried out
 	}

@@ -139,7 +139,7 @@ func (g gen) template(f userdata.Family, s userdata.Style) (userdata.Cluster, us
 		}
 	}
 	if g.r.IntN(2) == 0 {
-		n := int32(1 + g.r.IntN(250))
+		n := int32(1 + g.r.IntN(250)) //nolint:gosec // G115: between 1 and 250.
 		t.MaxPods = &n
 	}
 	kubeletOK := f == userdata.AmazonLinux2023 || f == userdata.Bottlerocket || f == userdata.AmazonLinux2 && s == userdata.SelfManaged
