@@ -122,7 +122,7 @@ func (r *Reconciler) setup(ctx context.Context, st *state, u *v1alpha1.UpdateSta
 		for _, i := range old {
 			zones[i.AZ] = true
 		}
-		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old)))
+		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old))) //nolint:gosec // G115: a group's instances and zones number at most its int32 MaxSize.
 	}
 	if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
 		return err
@@ -170,6 +170,7 @@ func (s *state) available(u *v1alpha1.UpdateStatus) int32 {
 	return n
 }
 
+//nolint:gocyclo // the rolling update's steps in order, read top to bottom.
 func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
 	ng := st.ng
 	// Advance the nodes in flight.
@@ -213,7 +214,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 	desired := st.desired()
 	avail := st.available(u)
 	for _, i := range old {
-		if int32(len(u.Nodes)) >= u.MaxUnavailable {
+		if int32(len(u.Nodes)) >= u.MaxUnavailable { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 			break
 		}
 		if slices.ContainsFunc(u.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == i.ID }) {
@@ -393,7 +394,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, st *state, u *v1alpha1.Updat
 		u.Message = fmt.Sprintf("scaling down to %d: removing node %s", desired+u.Surge-1, u.Nodes[0].NodeName)
 		return nil
 	}
-	if int32(len(st.live())) > g.Desired {
+	if int32(len(st.live())) > g.Desired { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
 		return nil // the last termination is still being carried out
 	}
