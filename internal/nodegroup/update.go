@@ -170,7 +170,6 @@ func (s *state) available(u *v1alpha1.UpdateStatus) int32 {
 	return n
 }
 
-//nolint:gocyclo // the rolling update's steps in order, read top to bottom.
 func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
 	ng := st.ng
 	// Advance the nodes in flight.
