@@ -7,8 +7,15 @@ package localcloud
 // amazon-eks-ami PR #1264 fixed by naming the node from EC2.
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
 	"fmt"
+	"maps"
+	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -54,4 +61,111 @@ func (e *EC2) DHCPDomainName(vpcID string) string {
 // reports it: ip-A-B-C-D.DOMAIN.
 func DHCPHostname(addr netip.Addr, domain string) string {
 	return "ip-" + strings.ReplaceAll(addr.String(), ".", "-") + "." + domain
+}
+
+// dhcpOptions is a VPC's custom DHCP options set as DescribeDhcpOptions shows it.
+type dhcpOptions struct {
+	id, domain string
+}
+
+// dhcpOptionsID is the options set ID of a VPC's domain: stable for the same VPC and
+// domain, as one set associated with the VPC keeps its ID.
+func dhcpOptionsID(vpcID, domain string) string {
+	sum := sha256.Sum256([]byte(vpcID + "\x00" + domain))
+	return "dopt-" + hex.EncodeToString(sum[:])[:17]
+}
+
+// dhcpFilters are the DescribeDhcpOptions filters.
+var dhcpFilters = map[string]func(o dhcpOptions, owner string) []string{
+	"dhcp-options-id": func(o dhcpOptions, _ string) []string { return []string{o.id} },
+	"key":             func(dhcpOptions, string) []string { return []string{"domain-name", "domain-name-servers"} },
+	"value":           func(o dhcpOptions, _ string) []string { return []string{o.domain, "AmazonProvidedDNS"} },
+	"owner-id":        func(_ dhcpOptions, owner string) []string { return []string{owner} },
+}
+
+type dhcpValueXML struct {
+	Value string `xml:"value"`
+}
+
+type dhcpConfigurationXML struct {
+	Key    string                `xml:"key"`
+	Values itemSet[dhcpValueXML] `xml:"valueSet"`
+}
+
+type dhcpOptionsXML struct {
+	DhcpOptionsID  string                        `xml:"dhcpOptionsId"`
+	OwnerID        string                        `xml:"ownerId"`
+	Configurations itemSet[dhcpConfigurationXML] `xml:"dhcpConfigurationSet"`
+	Tags           itemSet[ec2TagXML]            `xml:"tagSet"`
+}
+
+// opDescribeDhcpOptions lists the custom DHCP options sets of the account's VPCs (the
+// ones SetDHCPDomainName associated): domain-name and domain-name-servers
+// AmazonProvidedDNS. The default options set of the region is not listed.
+func (e *EC2) opDescribeDhcpOptions(_ context.Context, p *params, reqID string) (any, *apiError) {
+	dry, aerr := p.dryRun()
+	if aerr != nil {
+		return nil, aerr
+	}
+	ids := p.list("DhcpOptionsId")
+	filters, aerr := p.filters(func(n string) bool { return dhcpFilters[n] != nil })
+	if aerr != nil {
+		return nil, aerr
+	}
+	maxResults, after, aerr := p.page(5, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := p.finish(); aerr != nil {
+		return nil, aerr
+	}
+	if dry {
+		return nil, dryRunError
+	}
+	e.mu.Lock()
+	sets := map[string]dhcpOptions{}
+	for _, vpc := range slices.Sorted(maps.Keys(e.dhcpDomains)) {
+		o := dhcpOptions{id: dhcpOptionsID(vpc, e.dhcpDomains[vpc]), domain: e.dhcpDomains[vpc]}
+		sets[o.id] = o
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := sets[id]; !ok {
+			return nil, &apiError{http.StatusBadRequest, "InvalidDhcpOptionID.NotFound", fmt.Sprintf("The dhcpOption ID '%s' does not exist", id)}
+		}
+	}
+	var matching []string
+	for _, id := range slices.Sorted(maps.Keys(sets)) {
+		if len(ids) > 0 && !slices.Contains(ids, id) {
+			continue
+		}
+		ok := true
+		for _, f := range filters {
+			if m, isTag := tagsMatch(nil, f); isTag {
+				ok = ok && m
+			} else {
+				ok = ok && matchAny(f, dhcpFilters[f.name](sets[id], e.AccountID))
+			}
+		}
+		if ok {
+			matching = append(matching, id)
+		}
+	}
+	page, next := paginate(matching, after, maxResults)
+	out := struct {
+		XMLName   xml.Name                `xml:"DescribeDhcpOptionsResponse"`
+		Xmlns     string                  `xml:"xmlns,attr"`
+		RequestID string                  `xml:"requestId"`
+		Set       itemSet[dhcpOptionsXML] `xml:"dhcpOptionsSet"`
+		NextToken string                  `xml:"nextToken,omitempty"`
+	}{Xmlns: ec2Xmlns, RequestID: reqID, NextToken: next}
+	for _, id := range page {
+		o := sets[id]
+		x := dhcpOptionsXML{DhcpOptionsID: o.id, OwnerID: e.AccountID}
+		for _, kv := range [][2]string{{"domain-name", o.domain}, {"domain-name-servers", "AmazonProvidedDNS"}} {
+			x.Configurations.Items = append(x.Configurations.Items, dhcpConfigurationXML{Key: kv[0], Values: itemSet[dhcpValueXML]{Items: []dhcpValueXML{{kv[1]}}}})
+		}
+		out.Set.Items = append(out.Set.Items, x)
+	}
+	return out, nil
 }

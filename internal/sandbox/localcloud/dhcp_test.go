@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
 
 // A VPC's DHCP options domain-name renames instances in their metadata only: IMDS
@@ -133,5 +134,64 @@ func TestValidateDHCPDomainName(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("ValidateDHCPDomainName(%q) = %v, want ok %v", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// DescribeDhcpOptions, through the real SDK, shows each VPC's custom options set; IDs,
+// filters and errors behave as EC2's.
+func TestDescribeDhcpOptionsWithTheAWSClient(t *testing.T) {
+	ctx := t.Context()
+	e := NewEC2(testAccount)
+	c := newEC2Client(t, e)
+	out, err := c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.DhcpOptions) != 0 {
+		t.Fatalf("options sets without a custom domain = %+v", out.DhcpOptions)
+	}
+	if err := e.SetDHCPDomainName("vpc-1", "corp.example"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetDHCPDomainName("vpc-2", "other.example"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("key"), Values: []string{"domain-name"}}, {Name: aws.String("value"), Values: []string{"corp.*"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.DhcpOptions) != 1 {
+		t.Fatalf("options sets = %+v, want vpc-1's", out.DhcpOptions)
+	}
+	o := out.DhcpOptions[0]
+	id := aws.ToString(o.DhcpOptionsId)
+	if !strings.HasPrefix(id, "dopt-") || len(id) != 22 || aws.ToString(o.OwnerId) != testAccount {
+		t.Errorf("options set %s owned by %s", id, aws.ToString(o.OwnerId))
+	}
+	got := map[string]string{}
+	for _, cfg := range o.DhcpConfigurations {
+		for _, v := range cfg.Values {
+			got[aws.ToString(cfg.Key)] += aws.ToString(v.Value)
+		}
+	}
+	if got["domain-name"] != "corp.example" || got["domain-name-servers"] != "AmazonProvidedDNS" || len(got) != 2 {
+		t.Errorf("configurations = %v", got)
+	}
+	byID, err := c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{DhcpOptionsIds: []string{id}})
+	if err != nil || len(byID.DhcpOptions) != 1 || aws.ToString(byID.DhcpOptions[0].DhcpOptionsId) != id {
+		t.Errorf("by ID %s: %+v, %v", id, byID, err)
+	}
+	all, err := c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{})
+	if err != nil || len(all.DhcpOptions) != 2 {
+		t.Errorf("all options sets: %+v, %v", all, err)
+	}
+	_, err = c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{DhcpOptionsIds: []string{"dopt-00000000000000000"}})
+	if code, status := apiCode(t, err); code != "InvalidDhcpOptionID.NotFound" || status != 400 {
+		t.Errorf("unknown ID: %s %d", code, status)
+	}
+	_, err = c.DescribeDhcpOptions(ctx, &ec2.DescribeDhcpOptionsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{"vpc-1"}}}})
+	if code, _ := apiCode(t, err); code != "InvalidParameterValue" {
+		t.Errorf("unknown filter: %s", code)
 	}
 }
