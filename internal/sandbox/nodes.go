@@ -144,6 +144,7 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 		NodeCIDR:     opts.NodeCIDR,
 		Gateway:      opts.BridgeAddr(),
 		Cloud:        s.controller.Cloud(),
+		EC2Endpoint:  s.controller.EC2InternalURL(),
 		Zone:         controller.DefaultRegion + "a",
 		NodeadmPath:  nodeadm, KubeletPath: kubeletPath, ContainerdPath: containerdPath,
 		ImageArchives: images,

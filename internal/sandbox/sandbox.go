@@ -30,6 +30,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // Options configure a sandbox.
@@ -57,6 +58,11 @@ type Options struct {
 	// launches (0: no cap), to see launch failures and the InstanceLimitExceeded
 	// health issue.
 	InstanceLimit int
+	// DHCPDomainName is the domain-name of the local VPC's DHCP options, as a VPC's DHCP
+	// options set has on AWS: instance metadata (local-hostname) names instances
+	// ip-A-B-C-D.DHCPDomainName while EC2's PrivateDnsName does not change. "" for the
+	// default options.
+	DHCPDomainName string
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool
@@ -228,6 +234,9 @@ func (o *Options) complete() error {
 	}
 	if k := o.NodeGroupKubelet; k != "" && k != "sim" && k != "real" {
 		return &OptionError{"nodegroup-kubelet", k, "want real or sim"}
+	}
+	if d := o.DHCPDomainName; d != "" && localcloud.ValidateDHCPDomainName(d) != nil {
+		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}
 	}
 	return o.Nodes.Validate()
 }

@@ -39,6 +39,31 @@ func TestNodeOptionsValidate(t *testing.T) {
 	}
 }
 
+func TestOptionsDHCPDomainName(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	tests := []struct {
+		domain string
+		ok     bool
+	}{
+		{"", true},
+		{"corp.example", true},
+		{"corp.example.", false},
+		{"Corp.Example", false},
+		{"corp.example other.example", false},
+	}
+	for _, tt := range tests {
+		o := Options{DHCPDomainName: tt.domain}
+		err := o.complete()
+		var oe *OptionError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("%q: %v", tt.domain, err)
+		case !tt.ok && (!errors.As(err, &oe) || oe.Option != "dhcp-domain" || oe.Value != tt.domain):
+			t.Errorf("%q: error %v, want one about dhcp-domain", tt.domain, err)
+		}
+	}
+}
+
 // fakeCluster writes the state directory of a cluster whose process is gone.
 func fakeCluster(t *testing.T, name string) {
 	t.Helper()

@@ -72,7 +72,8 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit})
+			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
+			DHCPDomainName: sb.opts.DHCPDomainName})
 		sb.wmu.Lock() // the Auto Scaling launcher reads it from another goroutine
 		sb.controller = c
 		sb.wmu.Unlock()

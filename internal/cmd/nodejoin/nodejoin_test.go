@@ -24,6 +24,8 @@ func TestCommandsFailWithAnActionableMessage(t *testing.T) {
 		{[]string{"up", "--nodes", "2", "--kubelet", "vm"}, `--kubelet "vm": want real or sim`},
 		{[]string{"up", "--nodes", "-1"}, `--nodes "-1": want 0 or more`},
 		{[]string{"up", "-o", "xml"}, `--output "xml": want text, json or yaml`},
+		{[]string{"up", "--dhcp-domain", "Corp.Example."}, `--dhcp-domain "Corp.Example.": want one DNS domain such as corp.example`},
+		{[]string{"up", "--dhcp-domain", "corp.example other.example"}, `--dhcp-domain "corp.example other.example": want one DNS domain`},
 		{[]string{"get", "nodes", "--name", "absent"}, "no cluster named absent"},
 		{[]string{"add", "node", "--name", "absent"}, "start one with `nodejoin up --name absent`"},
 		{[]string{"diagnose", "node", "--name", "absent", "n1"}, "no cluster named absent"},

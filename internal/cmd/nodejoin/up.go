@@ -29,6 +29,7 @@ type upOptions struct {
 	// nodeGroupKubelet plays the kubelets of node groups' instances.
 	nodeGroupKubelet string
 	instanceLimit    int
+	dhcpDomain       string
 	detach           bool
 	network          string
 	nodeCIDR         string
@@ -76,6 +77,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
 	f.StringVar(&o.nodeGroupKubelet, "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
+	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -105,6 +107,7 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 		// Node groups' instances, launched by the local cloud's Auto Scaling.
 		NodeGroupKubelet: o.nodeGroupKubelet,
 		InstanceLimit:    o.instanceLimit,
+		DHCPDomainName:   o.dhcpDomain,
 		Progress:         progress,
 		Log:              log,
 	}, nil

@@ -73,6 +73,9 @@ type Config struct {
 	// NoNodeGroups turns off the NodeGroup controller, which otherwise manages
 	// NodeGroups through the local cloud's launch templates and Auto Scaling groups.
 	NoNodeGroups bool
+	// DHCPDomainName is the domain-name of the local VPC's DHCP options ("" for the
+	// default): instances' metadata names them in it (localcloud.WithDHCPDomainName).
+	DHCPDomainName string
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -130,7 +133,8 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	var err error
-	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region)); err != nil {
+	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region),
+		localcloud.WithDHCPDomainName(cfg.DHCPDomainName)); err != nil {
 		return fail(err)
 	}
 	if cfg.Launcher != nil {

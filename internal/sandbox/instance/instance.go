@@ -401,7 +401,8 @@ func unlinkNodeDir(r *Record) {
 }
 
 // instanceEnv is the environment of an instance's processes: nothing of the host's AWS
-// configuration, the instance's own metadata endpoint, and the local STS.
+// configuration, the instance's own metadata endpoint, the local STS and, for a real
+// instance, the local EC2.
 func (inst *Instance) instanceEnv() []string {
 	imds := "http://" + imdsAddr.String()
 	if inst.imdsURL != "" {
@@ -411,7 +412,7 @@ func (inst *Instance) instanceEnv() []string {
 	if inst.Root != "" {
 		home = filepath.Join(inst.Root, "root")
 	}
-	return []string{
+	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + home,
 		"AWS_CONFIG_FILE=/dev/null",
@@ -419,6 +420,12 @@ func (inst *Instance) instanceEnv() []string {
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds,
 		"AWS_ENDPOINT_URL_STS=" + inst.p.cfg.Cloud.STSURL,
 	}
+	// nodeadm names the node from EC2's private DNS name, as the webhook does; EC2 is
+	// reachable only from inside the cluster namespace, where real instances live.
+	if e := inst.p.cfg.EC2Endpoint; e != "" && inst.Kubelet == KubeletReal {
+		env = append(env, "AWS_ENDPOINT_URL_EC2="+e)
+	}
+	return env
 }
 
 // Init configures the node: for a real kubelet, nodeadm init inside the instance (it

@@ -90,6 +90,10 @@ type Config struct {
 	// Cloud is the local account: instances are entered into its EC2 inventory and get
 	// role credentials from its STS.
 	Cloud *localcloud.Cloud
+	// EC2Endpoint is EC2 as instances reach it (inside the cluster namespace): nodeadm
+	// asks it for the node's private DNS name (AWS_ENDPOINT_URL_EC2). Empty: nodeadm
+	// names the node from instance metadata, with a warning.
+	EC2Endpoint string
 	// Zone is the availability zone of the instances (default us-west-2a).
 	Zone string
 	// DNSDomain names instances ip-A-B-C-D.DNSDomain (default local.internal).

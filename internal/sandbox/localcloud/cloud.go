@@ -41,7 +41,9 @@ type Cloud struct {
 	// STSRoots trusts STS's serving certificate.
 	STSRoots *x509.CertPool
 
-	done chan error
+	// dhcpDomain is WithDHCPDomainName's domain.
+	dhcpDomain string
+	done       chan error
 }
 
 // DefaultRegion is the local cloud's region unless WithRegion says otherwise.
@@ -53,6 +55,14 @@ type CloudOption func(*Cloud)
 // WithRegion sets the account's region (Auto Scaling's zones and ARNs).
 func WithRegion(region string) CloudOption { return func(c *Cloud) { c.Region = region } }
 
+// WithDHCPDomainName gives the account's VPC (DefaultVPCID) DHCP options whose
+// domain-name is domain, as a VPC's DHCP options set does on AWS: instance metadata then
+// names instances ip-A-B-C-D.DOMAIN (local-hostname), while EC2's PrivateDnsName stays
+// as it was. StartCloud refuses a domain that ValidateDHCPDomainName refuses.
+func WithDHCPDomainName(domain string) CloudOption {
+	return func(c *Cloud) { c.dhcpDomain = domain }
+}
+
 // endpoints is the number of endpoints StartCloud serves.
 const endpoints = 5
 
@@ -63,6 +73,11 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 	c := &Cloud{AccountID: accountID, Region: DefaultRegion, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, endpoints+1)}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.dhcpDomain != "" {
+		if err := c.EC2.SetDHCPDomainName(DefaultVPCID, c.dhcpDomain); err != nil {
+			return nil, fmt.Errorf("local cloud: %w", err)
+		}
 	}
 	c.IAM = NewIAM(accountID, c.EC2)
 	c.LaunchTemplates = NewLaunchTemplates(accountID)

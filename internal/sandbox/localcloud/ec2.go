@@ -79,8 +79,10 @@ type EC2 struct {
 	enis      map[string]*NetworkInterface
 	subnets   map[string]*subnetState
 	tokens    map[string]tokenUse // CreateNetworkInterface's client tokens
-	calls     int
-	fail      injectedFailure
+	// dhcpDomains are the custom DHCP options domain-names, by VPC (dhcp.go).
+	dhcpDomains map[string]string
+	calls       int
+	fail        injectedFailure
 
 	// hookMu orders the changes that reach the hooks; taken before mu, never while
 	// holding it.
@@ -98,7 +100,7 @@ type injectedFailure struct {
 func NewEC2(accountID string) *EC2 {
 	return &EC2{AccountID: accountID, now: time.Now, instances: map[string]*InstanceRecord{},
 		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
-		hookLog: slog.New(slog.DiscardHandler)}
+		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler)}
 }
 
 // Launch adds a running instance. Its ID must be an EC2 instance ID not yet launched;

@@ -475,6 +475,7 @@ func (e *EC2) ops() map[string]ec2Op {
 		"CreateTags":                      e.opCreateTags,
 		"DescribeSubnets":                 e.opDescribeSubnets,
 		"DescribeInstanceTypes":           e.opDescribeInstanceTypes,
+		"DescribeDhcpOptions":             e.opDescribeDhcpOptions,
 	}
 }
 

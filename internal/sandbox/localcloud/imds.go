@@ -236,14 +236,22 @@ func (m *IMDS) credentials(role string) ([]byte, bool, error) {
 // metadata is the flat tree of meta-data paths.
 func (m *IMDS) metadata() map[string]string {
 	in := m.instance
+	// In a VPC whose DHCP options name a domain, the instance's host name is in that
+	// domain; EC2's PrivateDnsName is not.
+	hostname := in.PrivateDNSName
+	if domain := m.dhcpDomain(); domain != "" {
+		if a, err := parseIPv4(in.PrivateIPv4); err == nil {
+			hostname = DHCPHostname(a, domain)
+		}
+	}
 	t := map[string]string{
 		"ami-id":                      in.ImageID,
 		"instance-id":                 in.ID,
 		"instance-type":               in.Type,
 		"instance-life-cycle":         "on-demand",
 		"local-ipv4":                  in.PrivateIPv4,
-		"local-hostname":              in.PrivateDNSName,
-		"hostname":                    in.PrivateDNSName,
+		"local-hostname":              hostname,
+		"hostname":                    hostname,
 		"mac":                         in.MAC,
 		"placement/availability-zone": in.AvailabilityZone,
 		"placement/region":            in.Region,
@@ -256,7 +264,7 @@ func (m *IMDS) metadata() map[string]string {
 		nic := "network/interfaces/macs/" + in.MAC + "/"
 		t[nic+"device-number"] = "0"
 		t[nic+"interface-id"] = "eni-" + strings.TrimPrefix(in.ID, "i-")
-		t[nic+"local-hostname"] = in.PrivateDNSName
+		t[nic+"local-hostname"] = hostname
 		t[nic+"local-ipv4s"] = in.PrivateIPv4
 		t[nic+"mac"] = in.MAC
 		t[nic+"subnet-id"] = in.SubnetID
@@ -282,9 +290,19 @@ func (m *IMDS) metadata() map[string]string {
 	return t
 }
 
+// dhcpDomain is the custom domain-name of the DHCP options of the instance's VPC, as
+// EC2 holds them; "" without EC2 or for the default options.
+func (m *IMDS) dhcpDomain() string {
+	if m.ec2 == nil {
+		return ""
+	}
+	return m.ec2.DHCPDomainName(m.instance.VPCID)
+}
+
 // liveInterfaces adds the instance's interfaces, as EC2 holds them now, to t.
 func (m *IMDS) liveInterfaces(t map[string]string) {
 	in := m.instance
+	domain := m.dhcpDomain()
 	for _, n := range m.ec2.InstanceNetworkInterfaces(in.ID) {
 		nic := "network/interfaces/macs/" + n.MAC + "/"
 		t[nic+"device-number"] = strconv.Itoa(n.Attachment.DeviceIndex)
@@ -298,10 +316,13 @@ func (m *IMDS) liveInterfaces(t map[string]string) {
 		if len(n.PrivateIPv4s) > 0 {
 			if a, err := parseIPv4(n.PrivateIPv4s[0]); err == nil {
 				t[nic+"local-hostname"] = PrivateDNSName(a, in.Region)
+				if domain != "" {
+					t[nic+"local-hostname"] = DHCPHostname(a, domain)
+				}
 			}
 		}
 		if n.Attachment.DeviceIndex == 0 {
-			t[nic+"local-hostname"] = in.PrivateDNSName
+			t[nic+"local-hostname"] = t["local-hostname"]
 		}
 		t[nic+"security-group-ids"] = strings.Join(n.Groups, "\n")
 		var names []string
