@@ -124,6 +124,23 @@ func (c *cli) assertGroupSize(client kubernetes.Interface, cluster, group string
 	return names
 }
 
+// assertNodeLabels checks that every named Node carries the wanted labels.
+func assertNodeLabels(t *testing.T, client kubernetes.Interface, names []string, want map[string]string) {
+	t.Helper()
+	for _, n := range names {
+		node, err := client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("node %s: %v", n, err)
+			continue
+		}
+		for k, v := range want {
+			if got, ok := node.Labels[k]; !ok || got != v {
+				t.Errorf("node %s: label %s = %q (set: %t), want %q", n, k, got, ok, v)
+			}
+		}
+	}
+}
+
 // A node group of simulated kubelets created from a manifest, scaled 2 → 4 → 1: nodes
 // join and leave, and the status, the CLI and the cluster agree at each size.
 func TestNodeGroupScaleSimulated(t *testing.T) {
@@ -134,7 +151,8 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
 	client, _ := adminClient(t, kubeconfig)
 
-	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 4, 2, nil))
+	templateLabels := map[string]string{"team": "blue"}
+	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 4, 2, templateLabels))
 	out := c.run("create", "nodegroup", "-f", file, "--name", name)
 	for _, want := range []string{"Creating 1 node group in cluster " + name, "✓ created node group workers: 2 nodes (min 1, max 4)", "✓ workers: ACTIVE, 2/2 Ready", "Created 1 node group in"} {
 		if !strings.Contains(out, want) {
@@ -142,6 +160,11 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 		}
 	}
 	nodes := c.assertGroupSize(client, name, "workers", 2, nil)
+	// The simulated kubelets register with what the user data's --node-labels says,
+	// as EKS's kubelets do: the group's label and the template's.
+	wantLabels := map[string]string{"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
+	maps.Copy(wantLabels, templateLabels)
+	assertNodeLabels(t, client, nodes, wantLabels)
 	table := strings.Split(strings.TrimSpace(c.run("get", "nodegroup", "--name", name)), "\n")
 	if len(table) != 2 || !strings.HasPrefix(table[0], "CLUSTER") || !slices.Equal(strings.Fields(table[1])[:7], []string{name, "workers", "ACTIVE", strings.Fields(table[1])[3], "1", "4", "2"}) {
 		t.Errorf("get nodegroup:\n%s", strings.Join(table, "\n"))
@@ -163,6 +186,7 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 			t.Errorf("scaling %d -> %d: nodes before %v, after %v", len(nodes), n, nodes, now)
 		}
 		c.assertGroupSize(client, name, "workers", n, left)
+		assertNodeLabels(t, client, now, wantLabels)
 		nodes = now
 	}
 	// A size outside the bounds is refused, naming the flag to add.
