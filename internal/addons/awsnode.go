@@ -78,6 +78,7 @@ type AWSNodeOptions struct {
 	Env []corev1.EnvVar
 }
 
+//nolint:gocyclo // a flat sequence of defaults and independent option checks.
 func (a *AWSNodeOptions) complete() error {
 	if a.Image == "" {
 		a.Image = DefaultAWSNodeImage

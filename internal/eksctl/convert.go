@@ -1,3 +1,5 @@
+// Package eksctl reads eksctl ClusterConfig files (eksctl.io/v1alpha5) strictly and
+// converts their node groups into nodejoin NodeGroups, with eksctl's defaults.
 package eksctl
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,6 +186,8 @@ func (c *converter) base(b *NodeGroupBase, path, typ string) *v1alpha1.NodeGroup
 
 	if b.MaxPodsPerNode < 0 {
 		c.fail(path+".maxPodsPerNode", fmt.Sprintf("%d is negative", b.MaxPodsPerNode), "give a positive number, or leave it out for the instance type's limit")
+	} else if b.MaxPodsPerNode > math.MaxInt32 {
+		c.fail(path+".maxPodsPerNode", fmt.Sprintf("%d is too large", b.MaxPodsPerNode), "give a number of pods a node can run, or leave it out for the instance type's limit")
 	} else if b.MaxPodsPerNode > 0 {
 		t.MaxPods = ptr(int32(b.MaxPodsPerNode))
 	}
@@ -404,13 +409,13 @@ func (c *converter) updateConfig(u *UpdateConfig, maxSize int32, path string) *v
 		} else if int32(v) > maxSize {
 			c.fail(path+".maxUnavailable", fmt.Sprintf("%d exceeds maxSize %d", v, maxSize), "lower it to maxSize or less")
 		}
-		return &v1alpha1.UpdateConfig{MaxUnavailable: ptr(int32(v))}
+		return &v1alpha1.UpdateConfig{MaxUnavailable: ptr(int32(v))} //nolint:gosec // G115: out of 1..100, v failed above and the result is discarded.
 	default:
 		v := *u.MaxUnavailablePercentage
 		if v < 1 || v > 100 {
 			c.fail(path+".maxUnavailablePercentage", fmt.Sprintf("%d is not between 1 and 100", v), "give 1 to 100 percent")
 		}
-		return &v1alpha1.UpdateConfig{MaxUnavailablePercentage: ptr(int32(v))}
+		return &v1alpha1.UpdateConfig{MaxUnavailablePercentage: ptr(int32(v))} //nolint:gosec // G115: out of 1..100, v failed above and the result is discarded.
 	}
 }
 

@@ -91,6 +91,8 @@ func TestConvertErrors(t *testing.T) {
 			[]string{"managedNodeGroups[0].updateConfig: both maxUnavailable and maxUnavailablePercentage are set"}},
 		{"maxUnavailable above max", head + "managedNodeGroups:\n  - name: ng\n    maxSize: 2\n    updateConfig: {maxUnavailable: 3}\n",
 			[]string{"managedNodeGroups[0].updateConfig.maxUnavailable: 3 exceeds maxSize 2"}},
+		{"maxPodsPerNode above int32", head + "managedNodeGroups:\n  - name: ng\n    maxPodsPerNode: 3000000000\n",
+			[]string{"managedNodeGroups[0].maxPodsPerNode: 3000000000 is too large"}},
 		{"same name twice", head + "nodeGroups:\n  - name: ng\nmanagedNodeGroups:\n  - name: ng\n",
 			[]string{`managedNodeGroups[0].name: the name "ng" is taken by nodeGroups[0]`}},
 		{"upper-case name", head + "managedNodeGroups:\n  - name: NG1\n",

@@ -217,7 +217,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.Client.Update(ctx, ng); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding the finalizer to NodeGroup %s: %w", ng.Name, err)
 		}
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: an immediate, rate-limited requeue; RequeueAfter would need a guessed delay.
 	}
 	if errs := st.spec.Validate(); len(errs) > 0 {
 		msg := errs.ToAggregate().Error()
@@ -479,6 +479,8 @@ func (s *state) live() []groupInstance {
 }
 
 // summarize writes the counts, the health, the phase and the conditions.
+//
+//nolint:gocyclo // a flat sequence of counts and conditions, each set once.
 func (r *Reconciler) summarize(st *state) {
 	ng := st.ng
 	var ready, updated int32

@@ -271,7 +271,7 @@ func (c *fakeCloud) converge() {
 	for _, name := range sortedKeys(c.groups) {
 		g := c.groups[name]
 		g.instances = slices.DeleteFunc(g.instances, func(i *fakeInstance) bool { return i.state == "Terminating" })
-		live := int32(len(g.instances))
+		live := int32(len(g.instances)) //nolint:gosec // G115: a test group's handful of instances.
 		for ; live > g.desired; live-- {
 			victim := slices.MinFunc(g.instances, func(a, b *fakeInstance) int {
 				va, _ := strconv.Atoi(a.version)

@@ -274,7 +274,7 @@ func (h *harness) check() {
 		return
 	}
 	h.maxInFlight = max(h.maxInFlight, len(u.Nodes))
-	if int32(len(u.Nodes)) > u.MaxUnavailable {
+	if int32(len(u.Nodes)) > u.MaxUnavailable { //nolint:gosec // G115: a test's handful of nodes.
 		h.t.Fatalf("step %d: %d nodes taken out, maxUnavailable %d: %+v", h.step, len(u.Nodes), u.MaxUnavailable, u.Nodes)
 	}
 	avail := 0
@@ -410,7 +410,7 @@ func (h *harness) addWorkload(name string, replicas, minAvailable int) {
 	h.workloads = append(h.workloads, workload{name: name, replicas: replicas, minAvailable: minAvailable, minHealthy: replicas})
 	if minAvailable > 0 {
 		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))), //nolint:gosec // G115: a test's handful of nodes.
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
 		if err := h.client.Create(context.Background(), pdb); err != nil {
 			h.t.Fatal(err)
@@ -436,8 +436,8 @@ func (h *harness) disruption() {
 		}
 		sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		healthy, want := h.healthy(ctx, sel), pdb.Spec.MinAvailable.IntValue()
-		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: int32(healthy), DesiredHealthy: int32(want),
-			ExpectedPods: int32(healthy), DisruptionsAllowed: int32(max(0, healthy-want))}
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: int32(healthy), DesiredHealthy: int32(want), //nolint:gosec // G115: a test's handful of nodes.
+			ExpectedPods: int32(healthy), DisruptionsAllowed: int32(max(0, healthy-want))} //nolint:gosec // G115: a test's handful of nodes.
 		if err := h.client.Status().Update(ctx, pdb); err != nil && !apierrors.IsConflict(err) {
 			h.t.Fatal(err)
 		}
@@ -449,7 +449,7 @@ func (h *harness) setPDB(name string, minAvailable int) {
 	if err := h.client.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, pdb); err != nil {
 		h.t.Fatal(err)
 	}
-	pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(int32(minAvailable)))
+	pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(int32(minAvailable))) //nolint:gosec // G115: a test's handful of nodes.
 	if err := h.client.Update(context.Background(), pdb); err != nil {
 		h.t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func (h *harness) setPDB(name string, minAvailable int) {
 // Ready.
 func active(ng *v1alpha1.NodeGroup) bool {
 	return ng.Status.ObservedGeneration == ng.Generation && ng.Status.Phase == v1alpha1.PhaseActive && ng.Status.Update == nil && ng.Status.ReadySize == ng.Spec.Scaling.Desired() &&
-		int32(len(ng.Status.Instances)) == ng.Spec.Scaling.Desired()
+		int32(len(ng.Status.Instances)) == ng.Spec.Scaling.Desired() //nolint:gosec // G115: a test's handful of nodes.
 }
 
 // instanceVersions counts the group's InService instances by launch template version.

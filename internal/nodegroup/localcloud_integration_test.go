@@ -40,7 +40,7 @@ type nodeLauncher struct {
 	failed []string
 }
 
-func (l *nodeLauncher) Launch(ctx context.Context, spec localcloud.LaunchSpec) (string, error) {
+func (l *nodeLauncher) Launch(_ context.Context, spec localcloud.LaunchSpec) (string, error) {
 	l.mu.Lock()
 	l.n++
 	id := fmt.Sprintf("i-%017x", l.n)

@@ -122,7 +122,7 @@ func (r *Reconciler) setup(ctx context.Context, st *state, u *v1alpha1.UpdateSta
 		for _, i := range old {
 			zones[i.AZ] = true
 		}
-		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old)))
+		u.Surge = min(max(2*int32(len(zones)), u.MaxUnavailable), int32(len(old))) //nolint:gosec // G115: a group's instances and zones number at most its int32 MaxSize.
 	}
 	if err := r.cloud.updateGroup(ctx, r.updateGroupSpec(st, u)); err != nil {
 		return err
@@ -170,33 +170,18 @@ func (s *state) available(u *v1alpha1.UpdateStatus) int32 {
 	return n
 }
 
+//nolint:gocyclo // the rolling update's steps in order, read top to bottom.
 func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateStatus) error {
 	ng := st.ng
 	// Advance the nodes in flight.
-	var keep []v1alpha1.UpdateNode
-	for idx := 0; idx < len(u.Nodes); idx++ {
-		n := u.Nodes[idx]
-		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
-		if i < 0 || !st.group.Instances[i].live() {
-			u.Replaced++
-			r.metrics.Replaced.WithLabelValues("update").Inc()
-			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated", n.InstanceID, n.NodeName)
-			if err := r.deleteNode(ctx, n.NodeName); err != nil {
-				return err
-			}
-			continue
-		}
-		failed, err := r.advanceNode(ctx, st, u, &n, false)
-		if err != nil {
-			return err
-		}
-		keep = append(keep, n)
-		if failed {
-			u.Nodes = append(keep, u.Nodes[idx+1:]...)
-			return nil
-		}
+	failed, err := r.advanceInFlight(ctx, st, u, false, func(n v1alpha1.UpdateNode) {
+		u.Replaced++
+		r.metrics.Replaced.WithLabelValues("update").Inc()
+		r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated", n.InstanceID, n.NodeName)
+	})
+	if err != nil || failed {
+		return err
 	}
-	u.Nodes = keep
 	// Pick more old nodes: unready ones first (taking them out costs nothing), then by
 	// instance ID. EKS picks at random; the order here is deterministic.
 	old := st.old(u.TargetVersion)
@@ -213,7 +198,7 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 	desired := st.desired()
 	avail := st.available(u)
 	for _, i := range old {
-		if int32(len(u.Nodes)) >= u.MaxUnavailable {
+		if int32(len(u.Nodes)) >= u.MaxUnavailable { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 			break
 		}
 		if slices.ContainsFunc(u.Nodes, func(x v1alpha1.UpdateNode) bool { return x.InstanceID == i.ID }) {
@@ -254,6 +239,35 @@ func (r *Reconciler) upgrade(ctx context.Context, st *state, u *v1alpha1.UpdateS
 	}
 	u.Message = fmt.Sprintf("%d old instances left; replacing %d", len(old), len(u.Nodes))
 	return nil
+}
+
+// advanceInFlight advances the update's nodes in flight; one whose instance is gone is
+// told to gone, has its Node deleted and leaves the list. It reports whether the update
+// failed (then the list keeps the failed node and those after it as they were).
+func (r *Reconciler) advanceInFlight(ctx context.Context, st *state, u *v1alpha1.UpdateStatus, decrement bool, gone func(v1alpha1.UpdateNode)) (bool, error) {
+	var keep []v1alpha1.UpdateNode
+	for idx := 0; idx < len(u.Nodes); idx++ {
+		n := u.Nodes[idx]
+		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
+		if i < 0 || !st.group.Instances[i].live() {
+			gone(n)
+			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+				return false, err
+			}
+			continue
+		}
+		failed, err := r.advanceNode(ctx, st, u, &n, decrement)
+		if err != nil {
+			return false, err
+		}
+		keep = append(keep, n)
+		if failed {
+			u.Nodes = append(keep, u.Nodes[idx+1:]...)
+			return true, nil
+		}
+	}
+	u.Nodes = keep
+	return false, nil
 }
 
 // advanceNode takes one old node as far as it goes now: drain, wait, terminate. It
@@ -367,33 +381,17 @@ func (r *Reconciler) scaleDown(ctx context.Context, st *state, u *v1alpha1.Updat
 	// Scaling pick the instance would terminate a node with its pods still on it (every
 	// pod the update moved sits on a new node), so the controller picks it, drains it
 	// through the Eviction API like an old node, and terminates it with decrement.
-	var keep []v1alpha1.UpdateNode
-	for idx := 0; idx < len(u.Nodes); idx++ {
-		n := u.Nodes[idx]
-		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
-		if i < 0 || !st.group.Instances[i].live() {
-			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
-			if err := r.deleteNode(ctx, n.NodeName); err != nil {
-				return err
-			}
-			continue
-		}
-		failed, err := r.advanceNode(ctx, st, u, &n, true)
-		if err != nil {
-			return err
-		}
-		keep = append(keep, n)
-		if failed {
-			u.Nodes = append(keep, u.Nodes[idx+1:]...)
-			return nil
-		}
+	failed, err := r.advanceInFlight(ctx, st, u, true, func(n v1alpha1.UpdateNode) {
+		r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "Update", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
+	})
+	if err != nil || failed {
+		return err
 	}
-	u.Nodes = keep
 	if len(u.Nodes) > 0 {
 		u.Message = fmt.Sprintf("scaling down to %d: removing node %s", desired+u.Surge-1, u.Nodes[0].NodeName)
 		return nil
 	}
-	if int32(len(st.live())) > g.Desired {
+	if int32(len(st.live())) > g.Desired { //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 		u.Message = fmt.Sprintf("waiting for the group to shrink to %d", g.Desired)
 		return nil // the last termination is still being carried out
 	}

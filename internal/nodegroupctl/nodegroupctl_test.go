@@ -53,7 +53,7 @@ func group(phase v1alpha1.NodeGroupPhase, desired, ready, updated, instances int
 	ng.Status = v1alpha1.NodeGroupStatus{ObservedGeneration: 2, Phase: phase, DesiredSize: desired, ReadySize: ready, UpdatedSize: updated,
 		LaunchTemplate: &v1alpha1.LaunchTemplateStatus{Version: "2"}}
 	for i := range instances {
-		ng.Status.Instances = append(ng.Status.Instances, v1alpha1.InstanceStatus{InstanceID: "i-" + string(rune('a'+i)), LaunchTemplateVersion: "2"})
+		ng.Status.Instances = append(ng.Status.Instances, v1alpha1.InstanceStatus{InstanceID: "i-" + string('a'+i), LaunchTemplateVersion: "2"})
 	}
 	return ng
 }

@@ -26,6 +26,8 @@ const (
 
 // Reached says whether ng (nil when it does not exist) has reached goal for the spec
 // generation gen, or fails with an error that says why and what to do.
+//
+//nolint:gocyclo // a switch over goals and phases, each case a short rule.
 func Reached(goal Goal, gen int64, ng *v1alpha1.NodeGroup) (bool, error) {
 	if goal == Deleted {
 		if ng == nil {
@@ -49,9 +51,9 @@ func Reached(goal Goal, gen int64, ng *v1alpha1.NodeGroup) (bool, error) {
 		if st.Phase == v1alpha1.PhaseCreateFailed {
 			return false, fmt.Errorf("creating node group %s failed: %s; see `nodejoin describe nodegroup %s` and `nodejoin diagnose node`", ng.Name, issuesText(ng), ng.Name)
 		}
-		return st.Phase == v1alpha1.PhaseActive && st.ReadySize == want && int32(len(st.Instances)) == want, nil
+		return st.Phase == v1alpha1.PhaseActive && st.ReadySize == want && int32(len(st.Instances)) == want, nil //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 	case Scaled:
-		return st.Phase == v1alpha1.PhaseActive && st.ReadySize == want && int32(len(st.Instances)) == want, nil
+		return st.Phase == v1alpha1.PhaseActive && st.ReadySize == want && int32(len(st.Instances)) == want, nil //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 	case Upgraded:
 		if u := st.Update; u != nil && u.Phase == v1alpha1.UpdatePhaseFailed {
 			msg := u.Message
@@ -65,7 +67,7 @@ func Reached(goal Goal, gen int64, ng *v1alpha1.NodeGroup) (bool, error) {
 			return false, fmt.Errorf("upgrading node group %s failed: %s; %s", ng.Name, msg, fix)
 		}
 		return st.Update == nil && st.Phase == v1alpha1.PhaseActive && st.UpdatedSize == want && st.ReadySize == want &&
-			int32(len(st.Instances)) == want, nil
+			int32(len(st.Instances)) == want, nil //nolint:gosec // G115: a group's instances number at most its int32 MaxSize.
 	}
 	return false, fmt.Errorf("unknown goal %d", goal)
 }

@@ -175,6 +175,8 @@ func findPowerShellCall(body, where string) (*powershellCall, error) {
 // a quote), "expandable" strings (backtick escapes, $var and ${var} from vars, $env:X
 // kept as written), and bare words (with $var expanded). A variable the script did
 // not set to a constant is an error that names it.
+//
+//nolint:gocyclo // a tokenizer's state machine, one case per character class.
 func psTokens(s string, vars map[string]string) ([]string, error) {
 	var out []string
 	var cur strings.Builder

@@ -94,7 +94,7 @@ func (c *cli) assertGroupSize(client kubernetes.Interface, cluster, group string
 	c.t.Helper()
 	ng := c.getNodeGroup(cluster, group)
 	st := ng.Status
-	if st.Phase != v1alpha1.PhaseActive || st.ReadySize != int32(n) || st.DesiredSize != int32(n) || len(st.Instances) != n {
+	if st.Phase != v1alpha1.PhaseActive || st.ReadySize != int32(n) || st.DesiredSize != int32(n) || len(st.Instances) != n { //nolint:gosec // G115: n is a test's small node count.
 		c.t.Errorf("group %s: phase %s, desired %d, ready %d, %d instances; want ACTIVE and %d", group, st.Phase, st.DesiredSize, st.ReadySize, len(st.Instances), n)
 	}
 	var names []string
@@ -352,7 +352,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || d.Status.AvailableReplicas != 3 {
-			return false, nil
+			return false, nil //nolint:nilerr // retried until the deadline
 		}
 		p, err := client.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && p.Status.CurrentHealthy == 3 && p.Status.DisruptionsAllowed == 1, nil

@@ -124,7 +124,7 @@ const (
 	NodeStepTerminating NodeStep = "Terminating"
 )
 
-// Finalizer is the finalizer the controller puts on a NodeGroup so that deleting it
+// NodeGroupFinalizer is the finalizer the controller puts on a NodeGroup so that deleting it
 // drains its nodes and deletes its Auto Scaling group and launch template first.
 const NodeGroupFinalizer = "nodejoin.io/nodegroup"
 

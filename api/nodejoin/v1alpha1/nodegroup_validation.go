@@ -172,6 +172,7 @@ func validateScaling(s *ScalingConfig, p *field.Path) field.ErrorList {
 	return errs
 }
 
+//nolint:gocyclo // a flat list of independent field checks, read top to bottom.
 func validateTemplate(t *NodeTemplate, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	found := false

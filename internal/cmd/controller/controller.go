@@ -347,6 +347,8 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 
 // run runs the manager; signing says whether this is `run` (CSR controller on) or
 // `webhook` (webhook alone).
+//
+//nolint:gocyclo // a flat sequence of setup steps, each failing with its own error.
 func (o *options) run(ctx context.Context, _ io.Writer, signing bool) error {
 	if !signing && o.webhookListen == "" {
 		return errors.New("--listen is required")

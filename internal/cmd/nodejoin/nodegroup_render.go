@@ -111,8 +111,8 @@ func stateText(ng *v1alpha1.NodeGroup) string {
 	}
 	want := nodegroupctl.DesiredSize(ng)
 	s := fmt.Sprintf("%s, %d/%d Ready", phase, st.ReadySize, want)
-	if n := int32(len(st.Instances)); n != want {
-		s += fmt.Sprintf(", %s", plural(int(n), "instance"))
+	if n := len(st.Instances); n != int(want) {
+		s += fmt.Sprintf(", %s", plural(n, "instance"))
 	}
 	if st.Update != nil || st.UpdatedSize != want {
 		s += fmt.Sprintf(", %d/%d updated", st.UpdatedSize, want)
@@ -139,6 +139,7 @@ type progressWatch struct {
 	seen  bool
 }
 
+//nolint:gocyclo // one independent comparison per reported change, read top to bottom.
 func (p *progressWatch) lines(name string, cur *v1alpha1.NodeGroup) []string {
 	prev, first := p.last, !p.seen
 	p.last, p.seen = cur, true

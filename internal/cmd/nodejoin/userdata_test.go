@@ -60,7 +60,7 @@ func TestUserdataRenderFromKubeconfig(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	doc := "apiVersion: v1\nkind: Config\ncurrent-context: admin@local\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:40123\n" +
 		"    certificate-authority-data: " + base64.StdEncoding.EncodeToString(ca) + "\ncontexts:\n- name: admin@local\n  context:\n    cluster: local\n    user: admin\nusers:\n- name: admin\n  user: {}\n"
-	if err := os.WriteFile(kubeconfig, []byte(doc), 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, []byte(doc), 0o600); err != nil { //nolint:gosec // G703: a path under t.TempDir().
 		t.Fatal(err)
 	}
 	out, err := run(t, "userdata", "render", "-f", "testdata/userdata/nodegroup.yaml", "--kubeconfig", kubeconfig)

@@ -30,10 +30,10 @@ func openLog(path, level string, fallback io.Writer) (*slog.Logger, func()) {
 }
 
 func openAppend(path string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // G301: a log directory, readable by the node's log collectors like the others.
 		return nil, fmt.Errorf("plugin log directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644) //nolint:gosec // G302: diagnostics without secrets, readable by log collectors.
 	if err != nil {
 		return nil, fmt.Errorf("plugin log file: %w", err)
 	}

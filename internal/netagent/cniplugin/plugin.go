@@ -86,10 +86,10 @@ func (p *Plugin) stderr() io.Writer {
 // k8sArgs are the CNI_ARGS the kubelet's runtime passes.
 type k8sArgs struct {
 	types.CommonArgs
-	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,staticcheck // names fixed by the runtime
-	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive,staticcheck
-	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,staticcheck
-	K8S_POD_UID                types.UnmarshallableString //nolint:revive,staticcheck
+	K8S_POD_NAME               types.UnmarshallableString //nolint:revive // names fixed by the runtime
+	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive // names fixed by the runtime
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive // names fixed by the runtime
+	K8S_POD_UID                types.UnmarshallableString //nolint:revive // names fixed by the runtime
 }
 
 // invocation is what every command starts from.
@@ -161,7 +161,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	if err != nil {
 		return ipamdError(inv.pod, conf.IPAMDSocket, err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }() // the call is done: a close error changes nothing
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout())
 	defer cancel()
 	reply, err := client.AddNetwork(ctx, &ipamrpc.AddRequest{
@@ -270,7 +270,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 
 	client, err := ipamrpc.Dial(conf.IPAMDSocket)
 	if err == nil {
-		defer client.Close()
+		defer func() { _ = client.Close() }() // the call is done: a close error changes nothing
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeout())
 		defer cancel()
 		var reply *ipamrpc.DelReply
@@ -337,7 +337,7 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	socket := inv.conf.IPAMDSocket
 	client, err := ipamrpc.Dial(socket)
 	if err == nil {
-		defer client.Close()
+		defer func() { _ = client.Close() }() // the call is done: a close error changes nothing
 		ctx, cancel := context.WithTimeout(context.Background(), min(p.timeout(), 10*time.Second))
 		defer cancel()
 		err = client.Healthy(ctx)

@@ -161,7 +161,7 @@ func (f *fakeIPAMD) DelNetwork(_ context.Context, req *ipamrpc.DelRequest) (*ipa
 	return &ipamrpc.DelReply{IPv4Addr: ip, RouteTableID: 254}, nil
 }
 
-func (f *fakeIPAMD) isFree(ip string) bool {
+func (f *fakeIPAMD) isFree(ip string) bool { //nolint:unparam // callers name the address so each assertion reads on its own
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, a := range f.free {
@@ -327,7 +327,7 @@ func (e *env) rulesFor(ip net.IP) []netlink.Rule {
 	return rules
 }
 
-func podHasLink(t *testing.T, netns ns.NetNS, name string) bool {
+func podHasLink(t *testing.T, netns ns.NetNS, name string) bool { //nolint:unparam // callers name the link so each assertion reads on its own
 	ok, err := linkExistsIn(netns.Path(), name)
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +351,7 @@ func ping(netns ns.NetNS, src, dst net.IP) error {
 		if err != nil {
 			return fmt.Errorf("icmp socket: %w", err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }() // the ping is over: a close error changes nothing
 		id := os.Getpid() & 0xffff
 		var last error
 		for seq := 1; seq <= 5; seq++ {
@@ -652,7 +652,7 @@ func TestRuntimeRunsTheChain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, PluginType), "../../../cmd/nodejoin-cni")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(pluginDir, PluginType), "../../../cmd/nodejoin-cni")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", PluginType, err, out)
 	}
@@ -667,7 +667,7 @@ func TestRuntimeRunsTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, err := libcni.ConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"cni-loopback","type":"loopback"}`))
+	lo, err := libcni.NetworkPluginConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"cni-loopback","type":"loopback"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,7 @@ func (jsonCodec) Name() string                       { return "json" }
 
 func init() { encoding.RegisterCodec(jsonCodec{}) }
 
+//nolint:revive // context-as-argument: the signature is grpc.MethodHandler's.
 func addHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	req := new(AddRequest)
 	if err := dec(req); err != nil {
@@ -129,6 +130,7 @@ func addHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryS
 	return srv.(Backend).AddNetwork(ctx, req)
 }
 
+//nolint:revive // context-as-argument: the signature is grpc.MethodHandler's.
 func delHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	req := new(DelRequest)
 	if err := dec(req); err != nil {
@@ -150,17 +152,18 @@ var serviceDesc = grpc.ServiceDesc{
 // Listen removes a stale socket at path, creates its directory and listens on it with
 // mode 0660, as ipamd does.
 func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // G301: the runtime's plugin must reach the socket, as with ipamd.
 		return nil, fmt.Errorf("ipamd socket directory: %w", err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale ipamd socket %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("ipamd socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o660); err != nil {
+	if err := os.Chmod(path, 0o660); err != nil { //nolint:gosec // G302: a socket the CNI plugin connects to, group-writable as ipamd's is.
 		_ = l.Close()
 		return nil, fmt.Errorf("ipamd socket %s: %w", path, err)
 	}

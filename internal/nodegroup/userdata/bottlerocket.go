@@ -53,6 +53,8 @@ const adminComment = "Bottlerocket Admin Container"
 // TOML merged over them (the user's values win, as EKS documents). Self-managed
 // (eksctl): the user's settings with the cluster settings over them; labels, taints
 // and max pods come from the group, never from the user's settings.
+//
+//nolint:gocyclo // one optional setting after another, in document order.
 func (r *renderer) bottlerocket() ([]byte, error) {
 	where := "node group " + r.t.NodeGroupName
 	if len(r.t.PreBootstrapCommands) > 0 {

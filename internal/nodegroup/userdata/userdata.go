@@ -182,6 +182,7 @@ type renderer struct {
 	caB64   string
 }
 
+//nolint:gocyclo // a flat sequence of independent input checks.
 func newRenderer(c Cluster, t Template) (*renderer, error) {
 	if t.Style == "" {
 		t.Style = Managed
@@ -378,11 +379,11 @@ func validateTaints(where string, taints []corev1.Taint) error {
 		default:
 			return fmt.Errorf("%s: taints[%d] effect %q: want NoSchedule, PreferNoSchedule or NoExecute", where, i, t.Effect)
 		}
-		if id := t.Key + ":" + string(t.Effect); seen[id] {
+		id := t.Key + ":" + string(t.Effect)
+		if seen[id] {
 			return fmt.Errorf("%s: taints[%d]: key %s with effect %s appears twice", where, i, t.Key, t.Effect)
-		} else {
-			seen[id] = true
 		}
+		seen[id] = true
 	}
 	return nil
 }

@@ -51,7 +51,8 @@ const (
 	IdentityAWSIAM         = "aws-iam"
 )
 
-// Baselines.
+// BaselineKCM is the one baseline: kube-controller-manager approving and signing the
+// client certificates instead of nodejoin.
 const BaselineKCM = "kcm"
 
 // Faults.
@@ -106,6 +107,7 @@ type Options struct {
 	Progress io.Writer
 }
 
+//nolint:gocyclo // a flat sequence of defaults and independent option checks.
 func (o *Options) complete() error {
 	if o.Identity == "" {
 		o.Identity = IdentityBootstrapToken
@@ -229,7 +231,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if o.ProfileDir != "" {
-		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil { //nolint:gosec // G301: profiles for the operator's tools, no secrets.
 			return nil, fmt.Errorf("--profile %s: %w", o.ProfileDir, err)
 		}
 	}
@@ -400,7 +402,7 @@ func (r *run) nodeAccess(ctx context.Context) (string, error) {
 
 // launch enters node i's instance into the local EC2 as running.
 func (r *run) launch(i int) (localcloud.Instance, error) {
-	addr := netip.AddrFrom4([4]byte{198, 18, byte(i / 250), byte(10 + i%250)})
+	addr := netip.AddrFrom4([4]byte{198, 18, byte(i / 250), byte(10 + i%250)}) //nolint:gosec // G115: complete() bounds the node count far below 250*256.
 	inst := localcloud.Instance{
 		ID: fmt.Sprintf("i-0%016x", i+1), Type: "m5.large", AvailabilityZone: region + "a", PrivateIPv4: addr.String(),
 		Role: nodeRole, VPCIPv4CIDRs: []string{"198.18.0.0/15"},
@@ -461,6 +463,8 @@ func (r *run) apiRequests(ctx context.Context) (float64, error) {
 
 // join runs the burst: N kubelets at once, until every node is Ready with every
 // certificate issued.
+//
+//nolint:gocyclo // the burst's steps in order, read top to bottom.
 func (r *run) join(ctx context.Context) (*burstResult, error) {
 	n := r.opts.Nodes
 	token, err := r.nodeAccess(ctx)
@@ -711,7 +715,7 @@ func (r *run) heapProfiles(ctx context.Context) {
 		}
 		data, err := fetch(ctx, rep.pprofURL+"heap")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(r.opts.ProfileDir, r.label+"-"+rep.id+".heap.pprof"), data, 0o644)
+			err = os.WriteFile(filepath.Join(r.opts.ProfileDir, r.label+"-"+rep.id+".heap.pprof"), data, 0o644) //nolint:gosec // G306: a heap profile for the operator's tools, no secrets.
 		}
 		if err != nil {
 			r.progress("warning: heap profile of controller %s: %v", rep.id, err)

@@ -94,7 +94,7 @@ func parseMetrics(r io.Reader, want ...string) ([]sample, error) {
 
 func parseSample(line string) (sample, bool) {
 	var s sample
-	rest := line
+	var rest string
 	if i := strings.IndexAny(line, "{ "); i > 0 && line[i] == '{' {
 		s.name = line[:i]
 		end := strings.LastIndexByte(line, '}')
@@ -158,7 +158,7 @@ func sum(samples []sample, name string) float64 {
 // cumulative _bucket samples (all label sets other than le added up), interpolating
 // linearly inside the bucket, as PromQL's histogram_quantile does. It returns 0 when
 // the histogram is empty.
-func histogramQuantile(samples []sample, bucketName string, q float64) float64 {
+func histogramQuantile(samples []sample, bucketName string, q float64) float64 { //nolint:unparam // the metric is named at the call, where the figure is reported
 	counts := map[float64]float64{}
 	for _, s := range samples {
 		if s.name != bucketName {

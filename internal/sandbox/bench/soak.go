@@ -55,6 +55,8 @@ type SoakReport struct {
 
 // soak keeps o.Nodes nodes running for o.Duration: half of them stay (and rotate their
 // short-lived certificates), a tenth of the other half is replaced every ten seconds.
+//
+//nolint:gocyclo // the soak's setup, loop and report in order, read top to bottom.
 func soak(ctx context.Context, o Options) (*Report, error) {
 	if o.CertificateLifetime == 0 {
 		o.CertificateLifetime = DefaultSoakCertificateLifetime

@@ -100,6 +100,8 @@ type Controller struct {
 // Start starts the local cloud and nodejoin-controller for cfg.Cluster and returns once
 // the controller serves. They run until Stop, or until the controller fails (Failed).
 // This is the one place that wires manager.Config.
+//
+//nolint:gocyclo // a flat sequence of wiring steps, each failing with its own error.
 func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	cl := cfg.Cluster
 	if cfg.AccountID == "" {

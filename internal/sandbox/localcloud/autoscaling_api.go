@@ -384,6 +384,7 @@ func (g *asGroup) apply(p groupParams) {
 	}
 }
 
+//nolint:gocyclo // one independent check per optional API parameter.
 func (a *AutoScaling) updateGroup(root *formNode) *apiError {
 	p, aerr := parseGroupParams(root, false)
 	if aerr != nil {

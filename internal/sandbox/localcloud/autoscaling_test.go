@@ -126,7 +126,7 @@ func (e *asgEnv) subnetIDs() string {
 }
 
 // template creates launch template name and returns its ID.
-func (e *asgEnv) template(t *testing.T, name, userData string) string {
+func (e *asgEnv) template(t *testing.T, name, userData string) string { //nolint:unparam // callers name the template so each test reads on its own
 	t.Helper()
 	out, err := e.ec2.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(name), LaunchTemplateData: nodeTemplateData(userData)})
 	if err != nil {

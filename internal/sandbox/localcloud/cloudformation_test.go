@@ -43,7 +43,7 @@ func TestCloudFormationSignalResource(t *testing.T) {
 	// cfn-signal without credentials signs with the instance identity document.
 	form := url.Values{"Action": {"SignalResource"}, "Version": {"2010-05-15"}, "StackName": {"s2"}, "LogicalResourceId": {"NodeGroup"},
 		"UniqueId": {"i-0000000000000000d"}, "Status": {"SUCCESS"}}
-	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form.Encode()))
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "CFN_V1 ZG9j:c2ln")
 	w := httptest.NewRecorder()
@@ -51,7 +51,7 @@ func TestCloudFormationSignalResource(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "<SignalResourceResponse") {
 		t.Errorf("cfn-signal's request: %d %s", w.Code, w.Body)
 	}
-	req = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(form.Encode()))
+	req = httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	w = httptest.NewRecorder()
 	cf.ServeHTTP(w, req)

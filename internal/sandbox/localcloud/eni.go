@@ -142,8 +142,8 @@ func (s *subnetState) usable(off int) bool { return off >= 4 && off < s.size()-1
 func (s *subnetState) addr(off int) netip.Addr {
 	a := s.CIDR.Addr().As4()
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += uint32(off) //nolint:gosec // G115: off < size() ≤ 2^28.
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	v += uint32(off)                                                                     //nolint:gosec // G115: off < size() ≤ 2^28.
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}) //nolint:gosec // G115: each byte of v, truncation intended.
 }
 
 // firstPick is where address searches start: past the subnet's first 256 addresses
@@ -389,6 +389,7 @@ type createENIRequest struct {
 	token, key  string
 }
 
+//nolint:gocyclo // EC2's validation rules one after another, as the API applies them.
 func (e *EC2) createNetworkInterface(req createENIRequest) (NetworkInterface, *apiError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -596,6 +597,7 @@ type assignRequest struct {
 	allowReassign bool
 }
 
+//nolint:gocyclo // EC2's validation and assignment rules in order, as the API applies them.
 func (e *EC2) assignPrivateIPs(ctx context.Context, req assignRequest) ([]string, *apiError) {
 	e.hookMu.Lock()
 	defer e.hookMu.Unlock()

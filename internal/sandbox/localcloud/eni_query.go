@@ -555,6 +555,7 @@ func (e *EC2) regionOf(zone string) string {
 	return strings.TrimRight(zone, "abcdefghijklmnopqrstuvwxyz")
 }
 
+//nolint:gocyclo // one independent read per optional query parameter.
 func (e *EC2) opCreateNetworkInterface(_ context.Context, p *params, reqID string) (any, *apiError) {
 	dry, aerr := p.dryRun()
 	if aerr != nil {
@@ -962,6 +963,7 @@ func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any
 	return out, nil
 }
 
+//nolint:gocyclo // one independent filter per query parameter.
 func (e *EC2) opDescribeInstanceTypes(_ context.Context, p *params, reqID string) (any, *apiError) {
 	dry, aerr := p.dryRun()
 	if aerr != nil {

@@ -138,6 +138,8 @@ func ec2Bool(n *formNode, name string) (*bool, *apiError) {
 }
 
 // parseLaunchTemplateData reads LaunchTemplateData.* (n may be nil: no data).
+//
+//nolint:gocyclo // one independent read per LaunchTemplateData field.
 func parseLaunchTemplateData(n *formNode) (LaunchTemplateData, *apiError) {
 	var d LaunchTemplateData
 	if n == nil {

@@ -479,6 +479,7 @@ func (l *LaunchTemplates) describe(root *formNode, out *ltResponse) *apiError {
 	return nil
 }
 
+//nolint:gocyclo // one independent filter per query parameter.
 func (l *LaunchTemplates) describeVersions(root *formNode, out *ltResponse) *apiError {
 	id, _ := root.str("LaunchTemplateId")
 	name, _ := root.str("LaunchTemplateName")
