@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
@@ -38,7 +40,19 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 	cfg := cloud.ControllerConfig("us-west-2")
 	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(cloud.EC2URL) })
 	asc := autoscaling.NewFromConfig(cfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(cloud.AutoScalingURL) })
-	userData := base64.StdEncoding.EncodeToString([]byte("MIME-Version: 1.0\n")) // simulated kubelets do not read it
+	// The simulated kubelets read their user data as nodeadm does: they need a
+	// NodeConfig, and register with its --node-labels.
+	caPEM, err := os.ReadFile(sb.cluster.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := nodegroupuserdata.Render(nodegroupuserdata.Cluster{Name: "asgx", Endpoint: sb.cluster.InternalEndpoint(), CertificateAuthority: caPEM,
+		ServiceCIDR: sb.cluster.Options().ServiceCIDR.String()}, nodegroupuserdata.Template{Family: nodegroupuserdata.AmazonLinux2023,
+		Style: nodegroupuserdata.Managed, NodeGroupName: "ng1", InstanceType: "m5.large"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userData := base64.StdEncoding.EncodeToString(data)
 	if _, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("ng1"),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeM5Large, UserData: aws.String(userData),
 			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(nodeRole("asgx"))}}}); err != nil {
@@ -90,6 +104,9 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 	var zones []string
 	for _, n := range nodes {
 		zones = append(zones, n.Labels[corev1.LabelTopologyZone])
+		if g := n.Labels[nodegroupuserdata.LabelNodeGroup]; g != "ng1" {
+			t.Errorf("node %s: label %s = %q, want ng1 (its user data's --node-labels)", n.Name, nodegroupuserdata.LabelNodeGroup, g)
+		}
 	}
 	slices.Sort(zones)
 	if !slices.Equal(zones, []string{"us-west-2a", "us-west-2b"}) {

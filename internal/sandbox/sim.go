@@ -13,7 +13,8 @@ import (
 
 // simRunner runs a simulated kubelet for an instance, as nodeadm would configure the
 // real one: the instance's credential plugin or bootstrap token, its addresses and
-// provider ID, and --cloud-provider=external. Each logs to logs/kubeletsim/NODE.log.
+// provider ID, --cloud-provider=external, and the labels and taints of its user data
+// (--node-labels, --register-with-taints). Each logs to logs/kubeletsim/NODE.log.
 func (w *workers) simRunner() instance.SimRunner {
 	return func(ctx context.Context, n instance.SimNode) error {
 		if err := os.MkdirAll(w.simLogDir, 0o700); err != nil {
@@ -28,6 +29,7 @@ func (w *workers) simRunner() instance.SimRunner {
 		err = kubeletsim.Run(ctx, kubeletsim.Config{
 			NodeName: n.NodeName, InternalIP: n.InternalIP, InternalDNS: n.NodeName, ProviderID: n.ProviderID,
 			InstanceType: n.InstanceType, Zone: n.Zone, Region: n.Region,
+			Labels: n.Labels, RegisterWithTaints: n.Taints,
 			Server: n.Server, CAData: n.CAPEM, Exec: n.Exec, BootstrapToken: n.BootstrapToken,
 			ExternalCloudProvider: true,
 			Log:                   slog.New(slog.NewTextHandler(logf, nil)),

@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,6 +125,23 @@ func (c *cli) assertGroupSize(client kubernetes.Interface, cluster, group string
 	return names
 }
 
+// assertNodeLabels checks that every named Node carries the wanted labels.
+func assertNodeLabels(t *testing.T, client kubernetes.Interface, names []string, want map[string]string) {
+	t.Helper()
+	for _, n := range names {
+		node, err := client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("node %s: %v", n, err)
+			continue
+		}
+		for k, v := range want {
+			if got, ok := node.Labels[k]; !ok || got != v {
+				t.Errorf("node %s: label %s = %q (set: %t), want %q", n, k, got, ok, v)
+			}
+		}
+	}
+}
+
 // A node group of simulated kubelets created from a manifest, scaled 2 → 4 → 1: nodes
 // join and leave, and the status, the CLI and the cluster agree at each size.
 func TestNodeGroupScaleSimulated(t *testing.T) {
@@ -134,7 +152,8 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
 	client, _ := adminClient(t, kubeconfig)
 
-	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 4, 2, nil))
+	templateLabels := map[string]string{"team": "blue"}
+	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 4, 2, templateLabels))
 	out := c.run("create", "nodegroup", "-f", file, "--name", name)
 	for _, want := range []string{"Creating 1 node group in cluster " + name, "✓ created node group workers: 2 nodes (min 1, max 4)", "✓ workers: ACTIVE, 2/2 Ready", "Created 1 node group in"} {
 		if !strings.Contains(out, want) {
@@ -142,6 +161,11 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 		}
 	}
 	nodes := c.assertGroupSize(client, name, "workers", 2, nil)
+	// The simulated kubelets register with what the user data's --node-labels says,
+	// as EKS's kubelets do: the group's label and the template's.
+	wantLabels := map[string]string{"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
+	maps.Copy(wantLabels, templateLabels)
+	assertNodeLabels(t, client, nodes, wantLabels)
 	table := strings.Split(strings.TrimSpace(c.run("get", "nodegroup", "--name", name)), "\n")
 	if len(table) != 2 || !strings.HasPrefix(table[0], "CLUSTER") || !slices.Equal(strings.Fields(table[1])[:7], []string{name, "workers", "ACTIVE", strings.Fields(table[1])[3], "1", "4", "2"}) {
 		t.Errorf("get nodegroup:\n%s", strings.Join(table, "\n"))
@@ -163,6 +187,7 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 			t.Errorf("scaling %d -> %d: nodes before %v, after %v", len(nodes), n, nodes, now)
 		}
 		c.assertGroupSize(client, name, "workers", n, left)
+		assertNodeLabels(t, client, now, wantLabels)
 		nodes = now
 	}
 	// A size outside the bounds is refused, naming the flag to add.
@@ -342,10 +367,19 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 
 	v2 := writeTemp(t, "web-v2.yaml", nodeGroupManifest("web", 3, 6, 3, map[string]string{"release": "v2"}))
 	out := c.run("upgrade", "nodegroup", "web", "-f", v2, "--name", name)
-	for _, want := range []string{"Upgrading node group web of cluster " + name, "update ScaleUp", "update Upgrade", "Node group web upgraded to launch template version"} {
+	for _, want := range []string{"Upgrading node group web of cluster " + name, "update Upgrade", "Node group web upgraded to launch template version"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade output lacks %q:\n%s", want, out)
 		}
+	}
+	// The surge phase can pass between two of the CLI's polls (the Nodes' events wake
+	// the controller, and simulated nodes join within a second): its event says it ran.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		return err == nil && slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "NodesLaunched" && e.Regarding.Name == "web" }), nil
+	})
+	if err != nil {
+		t.Errorf("no NodesLaunched event for group web: the upgrade skipped its surge (ScaleUp) phase\n%s", out)
 	}
 	// Let the replacement pods settle before the count ends.
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
@@ -38,6 +39,10 @@ type Instance struct {
 	imdsURL  string // simulated instances: the host loopback URL of their IMDS
 	token    string // the bootstrap token, a secret
 
+	// kubeletFlags are a simulated instance's local kubelet flags (Spec.KubeletFlags),
+	// which a real instance's local NodeConfig carries.
+	kubeletFlags []string
+
 	mu      sync.Mutex
 	simStop context.CancelFunc
 	simDone chan error
@@ -53,6 +58,10 @@ type SimNode struct {
 	// BootstrapToken is set instead in bootstrap-token mode.
 	Exec           *clientcmdapi.ExecConfig
 	BootstrapToken string
+	// Labels and Taints are what the kubelet nodeadm configures from the instance's
+	// user data registers the Node with (--node-labels, --register-with-taints).
+	Labels map[string]string
+	Taints []corev1.Taint
 }
 
 // SimRunner runs a simulated kubelet until ctx ends.
@@ -145,6 +154,8 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		if err := inst.writeLocalFiles(spec); err != nil {
 			return nil, err
 		}
+	} else {
+		inst.kubeletFlags = append([]string(nil), spec.KubeletFlags...)
 	}
 	return inst, nil
 }
@@ -491,6 +502,11 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 		InstanceType: inst.InstanceType, Zone: inst.zone(), Region: p.Region(),
 		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM,
 	}
+	reg, err := inst.registration(ctx)
+	if err != nil {
+		return err
+	}
+	n.Labels, n.Taints = reg.Labels, reg.Taints
 	if inst.Identity == IdentityBootstrapToken {
 		n.BootstrapToken = inst.token
 	} else {

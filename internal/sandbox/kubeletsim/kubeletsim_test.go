@@ -102,6 +102,12 @@ func TestNodeStatusAndLabels(t *testing.T) {
 	if _, ok := newTestKubelet(t, nil).labels()[corev1.LabelTopologyZone]; ok {
 		t.Error("a zone label without a zone")
 	}
+	// --register-with-taints, then the uninitialized taint of --cloud-provider=external.
+	dedicated := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	tk := newTestKubelet(t, func(c *Config) { c.RegisterWithTaints, c.ExternalCloudProvider = []corev1.Taint{dedicated}, true })
+	if got := tk.registerTaints(); !slices.Equal(got, []corev1.Taint{dedicated, {Key: taintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}) {
+		t.Errorf("registration taints = %v", got)
+	}
 
 	t0 := metav1.NewTime(time.Unix(1000, 0))
 	st := k.nodeStatus(t0, nil)
