@@ -112,7 +112,7 @@ func (e *EC2) opDescribeDhcpOptions(_ context.Context, p *params, reqID string) 
 	if aerr != nil {
 		return nil, aerr
 	}
-	maxResults, after, aerr := p.page(5, 1000)
+	maxResults, after, aerr := p.page(1000)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -151,8 +151,10 @@ func (p *params) filters(known func(string) bool) ([]ec2Filter, *apiError) {
 	return out, nil
 }
 
-// page reads MaxResults (lo to hi) and NextToken (an opaque key after which to go on).
-func (p *params) page(lo, hi int) (maxResults int, after string, aerr *apiError) {
+// page reads MaxResults (5, EC2's smallest page, to hi) and NextToken (an opaque key
+// after which to go on).
+func (p *params) page(hi int) (maxResults int, after string, aerr *apiError) {
+	const lo = 5
 	n, ok, aerr := p.integer("MaxResults")
 	if aerr != nil {
 		return 0, "", aerr
@@ -501,7 +503,7 @@ func (e *EC2) opDescribeNetworkInterfaces(_ context.Context, p *params, reqID st
 	if aerr != nil {
 		return nil, aerr
 	}
-	maxResults, after, aerr := p.page(5, 1000)
+	maxResults, after, aerr := p.page(1000)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -908,7 +910,7 @@ func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any
 	if aerr != nil {
 		return nil, aerr
 	}
-	maxResults, after, aerr := p.page(5, 1000)
+	maxResults, after, aerr := p.page(1000)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -977,7 +979,7 @@ func (e *EC2) opDescribeInstanceTypes(_ context.Context, p *params, reqID string
 	if aerr != nil {
 		return nil, aerr
 	}
-	maxResults, after, aerr := p.page(5, 100)
+	maxResults, after, aerr := p.page(100)
 	if aerr != nil {
 		return nil, aerr
 	}
