@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
@@ -35,6 +36,14 @@ func TestClientAgainstAPIServer(t *testing.T) {
 	}
 	if err := manager.ApplyCRD(ctx, dyn, v1alpha1.NodeGroupCRD); err != nil {
 		t.Fatal(err)
+	}
+	// Discovery serves a new CRD a moment after it is Established (under load, after
+	// the first Create would already have tried).
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.List(ctx)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the NodeGroup CRD was not served a minute after it was Established: %v", err)
 	}
 
 	l, err := Load([]byte("apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: test}\nmanagedNodeGroups:\n  - {name: ng, desiredCapacity: 2, maxSize: 4}\n"), "cluster.yaml")
