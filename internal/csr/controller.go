@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -48,6 +49,34 @@ type Controller struct {
 
 	// reader reads CSRs from the manager's cache.
 	reader client.Reader
+
+	// superseded holds, by CSR name, the resourceVersions that this controller's own
+	// writes replaced, until the cache shows another version: see Reconcile.
+	mu         sync.Mutex
+	superseded map[string][]string
+}
+
+// supersede records that a write of this controller replaced the CSR's version rv.
+func (c *Controller) supersede(name, rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.superseded == nil {
+		c.superseded = map[string][]string{}
+	}
+	c.superseded[name] = append(c.superseded[name], rv)
+}
+
+// outdated reports whether a copy of a CSR is a version that this controller's own
+// write replaced. Otherwise it forgets the CSR's replaced versions: the copy is newer
+// than them, or the CSR is gone (csr nil).
+func (c *Controller) outdated(name string, csr *certificatesv1.CertificateSigningRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if csr != nil && slices.Contains(c.superseded[name], csr.ResourceVersion) {
+		return true
+	}
+	delete(c.superseded, name)
+	return false
 }
 
 // SetupWithManager registers the controller with mgr, settling up to workers CSRs at
@@ -121,7 +150,17 @@ const conflictRecheck = time.Second
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var csr certificatesv1.CertificateSigningRequest
 	if err := c.reader.Get(ctx, req.NamespacedName, &csr); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.outdated(req.Name, nil)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if c.outdated(csr.Name, &csr) {
+		// The cache still holds a version that this controller replaced (the watch
+		// lags behind its writes during a burst); the event of the newer version
+		// brings the CSR back. Settling this copy would review and sign the CSR again
+		// only to conflict.
+		return reconcile.Result{}, nil
 	}
 	err := c.Settle(ctx, &csr)
 	switch {
@@ -173,6 +212,7 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		if err != nil {
 			return fmt.Errorf("recording the decision on %s: %w", csr.Name, err)
 		}
+		c.supersede(csr.Name, csr.ResourceVersion)
 		c.Metrics.decided(csr, d, time.Now())
 		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
 		c.event(updated, d.Approve, "Decide", d.Reason, d.Message)
@@ -217,6 +257,9 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 			Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: "SignerValidationFailure", Message: err.Error(), LastUpdateTime: metav1.Now(),
 		})
 		_, uerr := c.Client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+		if uerr == nil {
+			c.supersede(csr.Name, csr.ResourceVersion)
+		}
 		return errors.Join(err, uerr)
 	}
 	csr.Status.Certificate = cert
@@ -224,6 +267,7 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 	if err != nil {
 		return fmt.Errorf("issuing %s: %w", csr.Name, err)
 	}
+	c.supersede(csr.Name, csr.ResourceVersion)
 	c.logger().Info("CSR issued", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username)
 	c.Metrics.issued(csr, time.Now())
 	if c.OnIssued != nil {
@@ -243,6 +287,7 @@ func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSi
 	if err != nil {
 		return fmt.Errorf("marking %s failed: %w", csr.Name, err)
 	}
+	c.supersede(csr.Name, csr.ResourceVersion)
 	c.logger().Warn("approved CSR refused at signing", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "reason", d.Reason, "message", d.Message)
 	c.event(failed, false, "Sign", d.Reason, d.Message)
 	return nil

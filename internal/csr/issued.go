@@ -31,6 +31,11 @@ type ConfigMapRecord struct {
 	mu      sync.Mutex
 	pending []*claimRequest
 	writing bool
+	// last is the ConfigMap as this record last read or wrote it, or nil. A batch
+	// starts from it instead of reading the ConfigMap again: its write carries last's
+	// resourceVersion, so a ConfigMap changed by anyone else meanwhile conflicts, and
+	// the batch reads it again.
+	last *corev1.ConfigMap
 }
 
 // claimRequest is one Claim waiting for the write that carries it.
@@ -52,17 +57,18 @@ func (r *ConfigMapRecord) names() (string, string) {
 	return ns, name
 }
 
-// IssuedFor returns the CSR recorded for the instance, or "".
-func (r *ConfigMapRecord) IssuedFor(ctx context.Context, instanceID string) (string, error) {
+// Holders returns the CSR recorded for each instance, by instance ID, read from the
+// API server.
+func (r *ConfigMapRecord) Holders(ctx context.Context) (map[string]string, error) {
 	ns, name := r.names()
 	cm, err := r.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
 	}
-	return cm.Data[instanceID], nil
+	return cm.Data, nil
 }
 
 // Claim records csrName for the instance unless another CSR holds it, and returns the
@@ -116,19 +122,29 @@ func (r *ConfigMapRecord) flush(ctx context.Context) {
 // former leader, another controller), jittered so that they do not collide again.
 var claimBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
 
-// claimAll reads the ConfigMap and records each claim of the batch whose instance has
-// no holder yet (the first claim of an instance in the batch wins), then writes it
-// once, carrying the resourceVersion read. Each request's holder is set.
+// claimAll records each claim of the batch whose instance has no holder yet (the first
+// claim of an instance in the batch wins) in the ConfigMap as last written, or else as
+// read now, then writes it once, carrying that copy's resourceVersion. Each request's
+// holder is set. During a burst this saves each batch a read: the next batch starts
+// from the copy the last write returned.
 func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) error {
 	ns, name := r.names()
 	cms := r.Client.CoreV1().ConfigMaps(ns)
-	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-	exists := err == nil
-	switch {
-	case apierrors.IsNotFound(err):
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	case err != nil:
-		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+	// Only the flushing caller touches last: one flush runs at a time.
+	cm, exists := r.last, true
+	r.last = nil // kept again only after a write that succeeded
+	if cm == nil {
+		var err error
+		cm, err = cms.Get(ctx, name, metav1.GetOptions{})
+		exists = err == nil
+		switch {
+		case apierrors.IsNotFound(err):
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		case err != nil:
+			return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+		}
+	} else {
+		cm = cm.DeepCopy()
 	}
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
@@ -143,25 +159,33 @@ func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) e
 		req.holder = req.csrName
 		changed = true
 	}
+	var written *corev1.ConfigMap
+	var err error
 	switch {
 	case !changed:
+		if exists {
+			r.last = cm
+		}
 		return nil
 	case !exists:
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				// Created meanwhile by another writer: read it again.
-				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
-			}
+		written, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Created meanwhile by another writer: read it again.
+			return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
+		}
+		if err != nil {
 			return fmt.Errorf("creating ConfigMap %s/%s: %w", ns, name, err)
 		}
 	default:
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
+		written, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		if err != nil {
 			return fmt.Errorf("updating ConfigMap %s/%s: %w", ns, name, err)
 		}
 	}
+	r.last = written
 	return nil
 }
 

@@ -3,6 +3,7 @@ package csr
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 
@@ -47,5 +48,44 @@ func TestConfigMapRecordConcurrentClaims(t *testing.T) {
 	// A later claim finds the holder.
 	if h, err := r.Claim(context.Background(), "i-0", "csr-late"); err != nil || h != holders[0][0] {
 		t.Errorf("late claim: %q, %v; want %q", h, err, holders[0][0])
+	}
+}
+
+// A claim after another writer changed the ConfigMap does not overwrite that writer's
+// entries: the write carries the version this record last wrote, conflicts, and the
+// claim is made again on the ConfigMap as it is now.
+func TestConfigMapRecordClaimAfterAnotherWriter(t *testing.T) {
+	client := versioned(fake.NewClientset())
+	r := &ConfigMapRecord{Client: client}
+	ctx := t.Context()
+	if h, err := r.Claim(ctx, "i-1", "csr-1"); err != nil || h != "csr-1" {
+		t.Fatalf("first claim: %q, %v", h, err)
+	}
+	cms := client.CoreV1().ConfigMaps("kube-system")
+	cm, err := cms.Get(ctx, IssuedConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["i-2"] = "csr-other"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := r.Claim(ctx, "i-2", "csr-2"); err != nil || h != "csr-other" {
+		t.Errorf("claim of an instance another writer claimed: %q, %v; want csr-other", h, err)
+	}
+	if h, err := r.Claim(ctx, "i-3", "csr-3"); err != nil || h != "csr-3" {
+		t.Errorf("claim of a free instance: %q, %v", h, err)
+	}
+	cm, err = cms.Get(ctx, IssuedConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"i-1": "csr-1", "i-2": "csr-other", "i-3": "csr-3"}
+	if !maps.Equal(cm.Data, want) {
+		t.Errorf("ConfigMap data %v, want %v", cm.Data, want)
+	}
+	holders, err := r.Holders(ctx)
+	if err != nil || !maps.Equal(holders, want) {
+		t.Errorf("Holders: %v, %v; want %v", holders, err, want)
 	}
 }

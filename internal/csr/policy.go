@@ -105,8 +105,8 @@ type Policy struct {
 // IssuedRecord remembers, across restarts, which instance got a client certificate
 // through a bootstrap token, and through which CSR.
 type IssuedRecord interface {
-	// IssuedFor returns the CSR that claimed the instance, or "" when none did.
-	IssuedFor(ctx context.Context, instanceID string) (string, error)
+	// Holders returns the CSR that claimed each instance, by instance ID.
+	Holders(ctx context.Context) (map[string]string, error)
 	// Claim records csrName for the instance unless another CSR holds it already, and
 	// returns the CSR that holds it after the call.
 	Claim(ctx context.Context, instanceID, csrName string) (string, error)
@@ -243,6 +243,20 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if csr.Spec.Username == req.Subject.CommonName {
 		sub, msg = subresourceSelfCli, MessageSelfClient
 	}
+	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
+	bootstrap := strings.HasPrefix(user, bootstrapUserPrefix)
+	// Each lookup is a round trip to a busy API server. A bootstrap CSR's two reads of
+	// the API server (is the Node registered; which instances already got a client
+	// certificate) start with the SubjectAccessReview; the instance lookup, a cloud call,
+	// starts only once the review allowed the request, so that a requester without the
+	// right costs no cloud call. Nothing is decided before the review's answer, and the
+	// checks below keep their order.
+	ctx, cancel := context.WithCancel(ctx) // ends reads left behind by a denial
+	defer cancel()
+	var reads *bootstrapReads
+	if bootstrap {
+		reads = p.startBootstrapReads(ctx, node)
+	}
 	ok, err := p.Review(ctx, csr, sub)
 	if err != nil {
 		return nil, err
@@ -250,24 +264,7 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !ok {
 		return deny(ReasonAccessReview, "%s may not create certificatesigningrequests/%s", csr.Spec.Username, sub), nil
 	}
-	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
-	bootstrap := strings.HasPrefix(user, bootstrapUserPrefix)
-	// Once the review allowed the request (and never before: a requester without the
-	// right costs no cloud call), a bootstrap CSR's two lookups — the instance and the
-	// Node — run at once, as each is a round trip; they are checked in order below.
-	var registered bool
-	var regErr error
-	regDone := make(chan struct{})
-	if bootstrap {
-		go func() {
-			defer close(regDone)
-			registered, regErr = p.NodeRegistered(ctx, node)
-		}()
-	} else {
-		close(regDone)
-	}
 	inst, d, err := p.runningInstance(ctx, node)
-	<-regDone
 	if d != nil || err != nil {
 		return d, err
 	}
@@ -276,20 +273,56 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
 	// gets a first client certificate only for a node that has none yet.
-	if regErr != nil {
-		return nil, fmt.Errorf("looking up Node %s: %w", node, regErr)
+	registered, holders, err := reads.wait()
+	if err != nil {
+		return nil, err
 	}
 	if registered {
 		return deny(ReasonAlreadyJoined, "node %s is already registered; a bootstrap token cannot take it over", node), nil
 	}
-	holder, err := p.Issued.IssuedFor(ctx, inst.ID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the client certificates issued for instance %s: %w", inst.ID, err)
-	}
-	if holder != "" && holder != csr.Name {
+	if holder := holders[inst.ID]; holder != "" && holder != csr.Name {
 		return deny(ReasonAlreadyJoined, "instance %s of node %s already got a client certificate through a bootstrap token (CSR %s)", inst.ID, node, holder), nil
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg, ClaimInstance: inst.ID}, nil
+}
+
+// bootstrapReads are the API server reads a bootstrap client CSR's decision needs,
+// under way.
+type bootstrapReads struct {
+	done       chan struct{}
+	registered bool
+	holders    map[string]string
+	err        error
+}
+
+// startBootstrapReads reads, at once, whether the node is registered and the
+// instances' holders of bootstrap client certificates.
+func (p *Policy) startBootstrapReads(ctx context.Context, node string) *bootstrapReads {
+	r := &bootstrapReads{done: make(chan struct{})}
+	var regErr, holdErr error
+	go func() {
+		defer close(r.done)
+		holdDone := make(chan struct{})
+		go func() {
+			defer close(holdDone)
+			r.holders, holdErr = p.Issued.Holders(ctx)
+		}()
+		r.registered, regErr = p.NodeRegistered(ctx, node)
+		<-holdDone
+		switch {
+		case regErr != nil:
+			r.err = fmt.Errorf("looking up Node %s: %w", node, regErr)
+		case holdErr != nil:
+			r.err = fmt.Errorf("reading the client certificates issued through bootstrap tokens: %w", holdErr)
+		}
+	}()
+	return r
+}
+
+// wait returns the reads' results once both are done.
+func (r *bootstrapReads) wait() (registered bool, holders map[string]string, err error) {
+	<-r.done
+	return r.registered, r.holders, r.err
 }
 
 func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {

@@ -58,10 +58,12 @@ const Component = "nodejoin-controller"
 // Default numbers of concurrent reconciles. Settling a CSR is a few round trips to the
 // API server (a SubjectAccessReview, the approval, the certificate) and little CPU: the
 // controller's CPU profile under a burst of joining nodes shows it busy about 6% of
-// the time. Sixteen workers keep that many CSRs in flight; each CSR is still settled by
-// one worker at a time.
+// the time, and its work queue's metrics show a CSR waiting longer for a worker than
+// being settled. Thirty-two workers keep that many CSRs in flight (with 200 nodes
+// joining at once, every certificate was issued about a fifth sooner than with 16, the
+// default before); each CSR is still settled by one worker at a time.
 const (
-	DefaultCSRWorkers  = 16
+	DefaultCSRWorkers  = 32
 	DefaultNodeWorkers = 2
 )
 
