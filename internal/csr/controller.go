@@ -193,6 +193,8 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // restart) is decided again before it is signed, as EKS's signer does: an approval is
 // never trusted on its own, and a CSR the policy no longer approves is marked Failed
 // with the policy's reason instead of being signed.
+//
+//nolint:gocyclo // one CSR's states in order (decided, approved, signed, recorded), read top to bottom.
 func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
 	var approval *Decision
 	if !decided(csr) && len(csr.Status.Certificate) == 0 {

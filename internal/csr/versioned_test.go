@@ -20,15 +20,12 @@ func versioned(client *fake.Clientset) *fake.Clientset {
 	var mu sync.Mutex
 	next := 100
 	client.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		var obj runtime.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
+		// Create and update actions alike carry the object (their interfaces are the same).
+		withObject, ok := action.(interface{ GetObject() runtime.Object })
+		if !ok || action.GetVerb() != "create" && action.GetVerb() != "update" {
 			return false, nil, nil
 		}
+		obj := withObject.GetObject()
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return false, nil, nil
