@@ -103,22 +103,11 @@ type dhcpOptionsXML struct {
 // ones SetDHCPDomainName associated): domain-name and domain-name-servers
 // AmazonProvidedDNS. The default options set of the region is not listed.
 func (e *EC2) opDescribeDhcpOptions(_ context.Context, p *params, reqID string) (any, *apiError) {
-	dry, aerr := p.dryRun()
+	req, aerr := p.describe("DhcpOptionsId", func(n string) bool { return dhcpFilters[n] != nil }, 1000)
 	if aerr != nil {
 		return nil, aerr
 	}
-	ids := p.list("DhcpOptionsId")
-	filters, aerr := p.filters(func(n string) bool { return dhcpFilters[n] != nil })
-	if aerr != nil {
-		return nil, aerr
-	}
-	maxResults, after, aerr := p.page(1000)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.finish(); aerr != nil {
-		return nil, aerr
-	}
+	dry, ids, filters, maxResults, after := req.dry, req.ids, req.filters, req.maxResults, req.after
 	if dry {
 		return nil, dryRunError
 	}

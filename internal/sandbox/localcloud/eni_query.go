@@ -151,6 +151,40 @@ func (p *params) filters(known func(string) bool) ([]ec2Filter, *apiError) {
 	return out, nil
 }
 
+// describeRequest is what every Describe* operation reads first.
+type describeRequest struct {
+	dry        bool
+	ids        []string
+	filters    []ec2Filter
+	maxResults int
+	after      string
+}
+
+// describe reads a Describe* operation's parameters: DryRun, the IDs under idParam
+// (idParam.N), Filter.N (known names the filters it has), the page (MaxResults up to
+// maxPage, NextToken) and the boolean flags it accepts but does not act on; any other
+// parameter is refused.
+func (p *params) describe(idParam string, known func(string) bool, maxPage int, flags ...string) (describeRequest, *apiError) {
+	var r describeRequest
+	var aerr *apiError
+	if r.dry, aerr = p.dryRun(); aerr != nil {
+		return r, aerr
+	}
+	r.ids = p.list(idParam)
+	if r.filters, aerr = p.filters(known); aerr != nil {
+		return r, aerr
+	}
+	if r.maxResults, r.after, aerr = p.page(maxPage); aerr != nil {
+		return r, aerr
+	}
+	for _, f := range flags {
+		if _, aerr := p.boolean(f); aerr != nil {
+			return r, aerr
+		}
+	}
+	return r, p.finish()
+}
+
 // page reads MaxResults (5, EC2's smallest page, to hi) and NextToken (an opaque key
 // after which to go on).
 func (p *params) page(hi int) (maxResults int, after string, aerr *apiError) {
@@ -494,25 +528,11 @@ func returned(op, reqID string) returnResponse {
 }
 
 func (e *EC2) opDescribeNetworkInterfaces(_ context.Context, p *params, reqID string) (any, *apiError) {
-	dry, aerr := p.dryRun()
+	req, aerr := p.describe("NetworkInterfaceId", func(n string) bool { return eniFilters[n] != nil }, 1000, "IncludeManagedResources")
 	if aerr != nil {
 		return nil, aerr
 	}
-	ids := p.list("NetworkInterfaceId")
-	filters, aerr := p.filters(func(n string) bool { return eniFilters[n] != nil })
-	if aerr != nil {
-		return nil, aerr
-	}
-	maxResults, after, aerr := p.page(1000)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if _, aerr := p.boolean("IncludeManagedResources"); aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.finish(); aerr != nil {
-		return nil, aerr
-	}
+	dry, ids, filters, maxResults, after := req.dry, req.ids, req.filters, req.maxResults, req.after
 	if maxResults != 0 && len(ids) > 0 {
 		return nil, &apiError{http.StatusBadRequest, "InvalidParameterCombination", "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults"}
 	}
@@ -901,22 +921,11 @@ func (e *EC2) opCreateTags(_ context.Context, p *params, reqID string) (any, *ap
 }
 
 func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any, *apiError) {
-	dry, aerr := p.dryRun()
+	req, aerr := p.describe("SubnetId", func(n string) bool { return subnetFilters[n] != nil }, 1000)
 	if aerr != nil {
 		return nil, aerr
 	}
-	ids := p.list("SubnetId")
-	filters, aerr := p.filters(func(n string) bool { return subnetFilters[n] != nil })
-	if aerr != nil {
-		return nil, aerr
-	}
-	maxResults, after, aerr := p.page(1000)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.finish(); aerr != nil {
-		return nil, aerr
-	}
+	dry, ids, filters, maxResults, after := req.dry, req.ids, req.filters, req.maxResults, req.after
 	if dry {
 		return nil, dryRunError
 	}
@@ -966,29 +975,14 @@ func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any
 	return out, nil
 }
 
-//nolint:gocyclo // one independent filter per query parameter.
 func (e *EC2) opDescribeInstanceTypes(_ context.Context, p *params, reqID string) (any, *apiError) {
-	dry, aerr := p.dryRun()
-	if aerr != nil {
-		return nil, aerr
-	}
-	names := p.list("InstanceType")
-	filters, aerr := p.filters(func(n string) bool {
+	req, aerr := p.describe("InstanceType", func(n string) bool {
 		return n == "instance-type" || n == "network-info.maximum-network-interfaces" || n == "network-info.ipv4-addresses-per-interface"
-	})
+	}, 100, "IncludeUnsupportedInRegion")
 	if aerr != nil {
 		return nil, aerr
 	}
-	maxResults, after, aerr := p.page(100)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if _, aerr := p.boolean("IncludeUnsupportedInRegion"); aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.finish(); aerr != nil {
-		return nil, aerr
-	}
+	dry, names, filters, maxResults, after := req.dry, req.ids, req.filters, req.maxResults, req.after
 	if dry {
 		return nil, dryRunError
 	}
