@@ -4,17 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"io"
 	"maps"
-	"math/big"
 	"reflect"
 	"slices"
 	"strconv"
@@ -29,6 +22,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+	"github.com/nodejoin/nodejoin/internal/pki"
 	nodeadm "github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -37,17 +31,11 @@ const seed002Endpoint = "https://XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX.gr7.eu-west-1.
 
 func renderCA(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("kubernetes", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return pki.EncodeCert(ca.Cert)
 }
 
 // noCloud is a nodeadm resolver for user data that must name everything itself.

@@ -4,18 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"maps"
-	"math/big"
 	"reflect"
 	"strings"
 	"testing"
@@ -33,6 +26,7 @@ import (
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+	"github.com/nodejoin/nodejoin/internal/pki"
 	nodeadm "github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -50,17 +44,11 @@ func (noCloud) VPCIPv4CIDRs(context.Context) ([]string, error) {
 // of the decoded NodeConfig wants.
 func withRealCA(t *testing.T, h *harness) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("kubernetes", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.r.opts.Cluster.CertificateAuthority = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	h.r.opts.Cluster.CertificateAuthority = pki.EncodeCert(ca.Cert)
 }
 
 // launchUserData is the user data of the group's current launch template version, as

@@ -2,17 +2,10 @@ package userdata_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"math/big"
 	mrand "math/rand/v2"
 	"reflect"
 	"slices"
@@ -28,6 +21,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+	"github.com/nodejoin/nodejoin/internal/pki"
 	nodeadm "github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -49,17 +43,11 @@ func (vpcResolver) VPCIPv4CIDRs(context.Context) ([]string, error) {
 
 func testCA(t testing.TB) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("kubernetes", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
-		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<32, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return pki.EncodeCert(ca.Cert)
 }
 
 // gen draws random templates.
