@@ -217,7 +217,12 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		c.supersede(csr.Name, csr.ResourceVersion)
 		c.Metrics.decided(csr, d, time.Now())
 		c.logger().Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "approved", d.Approve, "reason", d.Reason, "message", d.Message)
-		c.event(updated, d.Approve, "Decide", d.Reason, d.Message)
+		if !d.Approve {
+			c.event(updated, false, "Decide", d.Reason, d.Message)
+		}
+		// An approval gets its event with the certificate (below): one Event per
+		// joining CSR instead of two halves the Events a burst of nodes writes. The
+		// Approved condition on the CSR records the decision either way.
 		csr = updated
 		if d.Approve {
 			approval = d
@@ -275,7 +280,7 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 	if c.OnIssued != nil {
 		c.OnIssued(csr.Name)
 	}
-	c.event(issued, true, "Issue", "Issued", "certificate issued by nodejoin-controller")
+	c.event(issued, true, "Issue", "Issued", "approved ("+approval.Message+"), certificate issued by nodejoin-controller")
 	return nil
 }
 

@@ -34,7 +34,8 @@ type ConfigMapRecord struct {
 	// last is the ConfigMap as this record last read or wrote it, or nil. A batch
 	// starts from it instead of reading the ConfigMap again: its write carries last's
 	// resourceVersion, so a ConfigMap changed by anyone else meanwhile conflicts, and
-	// the batch reads it again.
+	// the batch reads it again. Holder answers from it too. Guarded by mu; the object
+	// is never changed once stored.
 	last *corev1.ConfigMap
 }
 
@@ -57,18 +58,42 @@ func (r *ConfigMapRecord) names() (string, string) {
 	return ns, name
 }
 
-// Holders returns the CSR recorded for each instance, by instance ID, read from the
-// API server.
-func (r *ConfigMapRecord) Holders(ctx context.Context) (map[string]string, error) {
+// Holder returns the CSR recorded for the instance, or "" when none is. It answers
+// from the copy of the ConfigMap this record last read or wrote, when it has one, and
+// reads the ConfigMap only when it has none or that copy names a holder: a claim since
+// made by another writer (a former leader) is not in the copy, but Claim, which every
+// signing goes through, finds it by the conflict of its write; and a holder the copy
+// names is read again before anyone is refused for it, since a person may have removed
+// the entry to let the instance join again. During a burst of joining nodes this saves
+// every bootstrap CSR's decision a read of a ConfigMap that grows with the cluster.
+func (r *ConfigMapRecord) Holder(ctx context.Context, instanceID string) (string, error) {
+	if cm := r.cached(); cm != nil && cm.Data[instanceID] == "" {
+		return "", nil
+	}
 	ns, name := r.names()
 	cm, err := r.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+		return "", fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
 	}
-	return cm.Data, nil
+	return cm.Data[instanceID], nil
+}
+
+// cached returns the copy of the ConfigMap last read or written by a claim, or nil.
+// Callers only read it.
+func (r *ConfigMapRecord) cached() *corev1.ConfigMap {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// keep stores the copy the next claim starts from (nil: read it again).
+func (r *ConfigMapRecord) keep(cm *corev1.ConfigMap) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = cm
 }
 
 // Claim records csrName for the instance unless another CSR holds it, and returns the
@@ -130,9 +155,9 @@ var claimBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Fact
 func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) error {
 	ns, name := r.names()
 	cms := r.Client.CoreV1().ConfigMaps(ns)
-	// Only the flushing caller touches last: one flush runs at a time.
-	cm, exists := r.last, true
-	r.last = nil // kept again only after a write that succeeded
+	// Only the flushing caller writes last (one flush runs at a time); Holder reads it.
+	cm, exists := r.cached(), true
+	r.keep(nil) // kept again only after a write that succeeded
 	if cm == nil {
 		var err error
 		cm, err = cms.Get(ctx, name, metav1.GetOptions{})
@@ -164,7 +189,7 @@ func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) e
 	switch {
 	case !changed:
 		if exists {
-			r.last = cm
+			r.keep(cm)
 		}
 		return nil
 	case !exists:
@@ -185,7 +210,7 @@ func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) e
 			return fmt.Errorf("updating ConfigMap %s/%s: %w", ns, name, err)
 		}
 	}
-	r.last = written
+	r.keep(written)
 	return nil
 }
 

@@ -105,8 +105,10 @@ type Policy struct {
 // IssuedRecord remembers, across restarts, which instance got a client certificate
 // through a bootstrap token, and through which CSR.
 type IssuedRecord interface {
-	// Holders returns the CSR that claimed each instance, by instance ID.
-	Holders(ctx context.Context) (map[string]string, error)
+	// Holder returns the CSR that claimed the instance, or "" when none did. It may
+	// miss a claim made moments ago (Claim, which every signing goes through, does not),
+	// but never names a holder the record does not have.
+	Holder(ctx context.Context, instanceID string) (string, error)
 	// Claim records csrName for the instance unless another CSR holds it already, and
 	// returns the CSR that holds it after the call.
 	Claim(ctx context.Context, instanceID, csrName string) (string, error)
@@ -245,17 +247,16 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	node := strings.TrimPrefix(req.Subject.CommonName, nodeUserPrefix)
 	bootstrap := strings.HasPrefix(user, bootstrapUserPrefix)
-	// Each lookup is a round trip to a busy API server. A bootstrap CSR's two reads of
-	// the API server (is the Node registered; which instances already got a client
-	// certificate) start with the SubjectAccessReview; the instance lookup, a cloud call,
-	// starts only once the review allowed the request, so that a requester without the
-	// right costs no cloud call. Nothing is decided before the review's answer, and the
-	// checks below keep their order.
-	ctx, cancel := context.WithCancel(ctx) // ends reads left behind by a denial
+	// Each lookup is a round trip to a busy API server. A bootstrap CSR's read of the
+	// API server (is the Node registered) starts with the SubjectAccessReview; the
+	// instance lookup, a cloud call, starts only once the review allowed the request,
+	// so that a requester without the right costs no cloud call. Nothing is decided
+	// before the review's answer, and the checks below keep their order.
+	ctx, cancel := context.WithCancel(ctx) // ends a read left behind by a denial
 	defer cancel()
-	var reads *bootstrapReads
+	var registered <-chan nodeRead
 	if bootstrap {
-		reads = p.startBootstrapReads(ctx, node)
+		registered = p.startNodeRead(ctx, node)
 	}
 	ok, err := p.Review(ctx, csr, sub)
 	if err != nil {
@@ -273,56 +274,37 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
 	// gets a first client certificate only for a node that has none yet.
-	registered, holders, err := reads.wait()
-	if err != nil {
-		return nil, err
+	reg := <-registered
+	if reg.err != nil {
+		return nil, fmt.Errorf("looking up Node %s: %w", node, reg.err)
 	}
-	if registered {
+	if reg.registered {
 		return deny(ReasonAlreadyJoined, "node %s is already registered; a bootstrap token cannot take it over", node), nil
 	}
-	if holder := holders[inst.ID]; holder != "" && holder != csr.Name {
+	holder, err := p.Issued.Holder(ctx, inst.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the client certificates issued through bootstrap tokens: %w", err)
+	}
+	if holder != "" && holder != csr.Name {
 		return deny(ReasonAlreadyJoined, "instance %s of node %s already got a client certificate through a bootstrap token (CSR %s)", inst.ID, node, holder), nil
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: msg, ClaimInstance: inst.ID}, nil
 }
 
-// bootstrapReads are the API server reads a bootstrap client CSR's decision needs,
-// under way.
-type bootstrapReads struct {
-	done       chan struct{}
+// nodeRead is the answer to whether a Node is registered.
+type nodeRead struct {
 	registered bool
-	holders    map[string]string
 	err        error
 }
 
-// startBootstrapReads reads, at once, whether the node is registered and the
-// instances' holders of bootstrap client certificates.
-func (p *Policy) startBootstrapReads(ctx context.Context, node string) *bootstrapReads {
-	r := &bootstrapReads{done: make(chan struct{})}
-	var regErr, holdErr error
+// startNodeRead asks, in the background, whether the node is registered.
+func (p *Policy) startNodeRead(ctx context.Context, node string) <-chan nodeRead {
+	out := make(chan nodeRead, 1)
 	go func() {
-		defer close(r.done)
-		holdDone := make(chan struct{})
-		go func() {
-			defer close(holdDone)
-			r.holders, holdErr = p.Issued.Holders(ctx)
-		}()
-		r.registered, regErr = p.NodeRegistered(ctx, node)
-		<-holdDone
-		switch {
-		case regErr != nil:
-			r.err = fmt.Errorf("looking up Node %s: %w", node, regErr)
-		case holdErr != nil:
-			r.err = fmt.Errorf("reading the client certificates issued through bootstrap tokens: %w", holdErr)
-		}
+		registered, err := p.NodeRegistered(ctx, node)
+		out <- nodeRead{registered, err}
 	}()
-	return r
-}
-
-// wait returns the reads' results once both are done.
-func (r *bootstrapReads) wait() (registered bool, holders map[string]string, err error) {
-	<-r.done
-	return r.registered, r.holders, r.err
+	return out
 }
 
 func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (*Decision, error) {

@@ -82,6 +82,7 @@ type options struct {
 	tokenCleanup                          time.Duration
 	metricsAddr, healthAddr, pprofAddr    string
 	cpuProfile                            string
+	accessReviewTTL                       time.Duration
 	csrWorkers                            int
 	csrSigners                            []string
 	kubeAPIQPS                            float32
@@ -125,6 +126,7 @@ func runCommand() *cobra.Command {
 	f.DurationVar(&o.clientMaxDuration, "client-cert-max-duration", csr.DefaultClientMaxDuration, "longest lifetime of a kubelet client certificate, whatever its CSR asks (the kubelet rotates it well before)")
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
 	f.IntVar(&o.csrWorkers, "csr-workers", manager.DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
+	f.DurationVar(&o.accessReviewTTL, "access-review-cache-ttl", manager.DefaultAccessReviewTTL, "how long a SubjectAccessReview that allowed a CSR's requester is remembered (denials never are; 0: ask every time)")
 	f.StringSliceVar(&o.csrSigners, "csr-signers", nil, "settle only the CSRs of these kubelet signers (default both: kubernetes.io/kubelet-serving,kubernetes.io/kube-apiserver-client-kubelet)")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", "serve Go's /debug/pprof/ profiles at http://ADDR (default: off; loopback only)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to FILE when the controller stops")
@@ -323,6 +325,14 @@ func (o *options) signingConfig(cfg *manager.Config) error {
 		return fmt.Errorf("--csr-workers %d: want at least 1", o.csrWorkers)
 	}
 	cfg.CSRWorkers = o.csrWorkers
+	switch {
+	case o.accessReviewTTL < 0:
+		return fmt.Errorf("--access-review-cache-ttl %s: want 0 (off) or more", o.accessReviewTTL)
+	case o.accessReviewTTL == 0:
+		cfg.AccessReviewTTL = -1
+	default:
+		cfg.AccessReviewTTL = o.accessReviewTTL
+	}
 	cfg.CSRSigners = o.csrSigners
 	if o.controllerUser != "" {
 		u := rbac.User(o.controllerUser)

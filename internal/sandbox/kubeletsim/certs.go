@@ -85,6 +85,11 @@ func (k *Kubelet) baseREST() *rest.Config {
 		QPS:       k.cfg.QPS,
 		Burst:     k.cfg.Burst,
 		UserAgent: "kubelet/" + k.cfg.Version + " (linux/amd64) kubernetes/kubeletsim",
+		// protobuf, as a real kubelet's --kube-api-content-type defaults to.
+		ContentConfig: rest.ContentConfig{
+			ContentType:        runtime.ContentTypeProtobuf,
+			AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,
+		},
 	}
 }
 
