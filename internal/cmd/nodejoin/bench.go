@@ -2,10 +2,13 @@ package nodejoin
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -187,6 +190,7 @@ func printBenchReport(w io.Writer, r *bench.Report) {
 	row("denied", func(c *bench.Report) float64 { return float64(c.Denied) }, false)
 	row("issued twice", func(c *bench.Report) float64 { return float64(c.IssuedTwice) }, false)
 	_ = tw.Flush()
+	printCalls(w, r)
 	if r.Baseline != nil {
 		fmt.Fprintf(w, "\nratio_all_issued (nodejoin / kcm): %s\n", num(r.RatioAllIssued))
 	}
@@ -219,4 +223,47 @@ func copysignHalf(v float64) float64 {
 		return -0.5
 	}
 	return 0.5
+}
+
+// topCalls is how many of the busiest calls printCalls lists.
+const topCalls = 12
+
+// printCalls lists the calls that made the most API requests per node, ours and the
+// baseline's side by side.
+func printCalls(w io.Writer, r *bench.Report) {
+	calls := r.APIRequestsPerNodeByCall
+	if len(calls) == 0 {
+		return
+	}
+	var base map[string]float64
+	if r.Baseline != nil {
+		base = r.Baseline.APIRequestsPerNodeByCall
+	}
+	names := slices.Collect(maps.Keys(calls))
+	for k := range base {
+		if _, ok := calls[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(calls[b]+base[b], calls[a]+base[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	fmt.Fprintf(w, "\nAPI requests per node, the %d busiest calls:\n", min(topCalls, len(names)))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "call\tnodejoin"
+	if base != nil {
+		head += "\tkcm baseline"
+	}
+	fmt.Fprintln(tw, head)
+	for _, name := range names[:min(topCalls, len(names))] {
+		line := name + "\t" + num(calls[name])
+		if base != nil {
+			line += "\t" + num(base[name])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
 }

@@ -17,6 +17,10 @@ func benchSample(approver string, scale float64) *bench.Report {
 		CSRCreateToIssuedMS:   bench.Percentiles{P50: 15, P90: 26, P99: 37, Max: 39, N: 8},
 		WebhookMS:             bench.Webhook{P50: 2.5, P99: 9.1}, TokenReviews: 12, WebhookCacheHitRate: 0.67,
 		APIRequestsPerNode: 25.5, CloudCallsPerNode: 1.25, DescribeInstancesPerNode: 1,
+		APIRequestsPerNodeByCall: map[string]float64{
+			"POST certificatesigningrequests": 2, "PUT certificatesigningrequests/approval": 2 * scale,
+			"GET nodes": 1.5, "PATCH nodes/status": 3 * scale, "WATCH certificatesigningrequests": 2,
+		},
 		ControllerCPUSeconds: 0.4, ControllerPeakRSSMiB: 50.2, CSRs: 8, Load: "1.00 0.50 0.25",
 		JoinedSeconds: []float64{0.9, 1.0, 1.2, 1.5},
 	}

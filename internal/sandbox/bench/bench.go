@@ -183,8 +183,12 @@ type Report struct {
 	TokenReviews          int         `json:"token_reviews"`
 	WebhookCacheHitRate   float64     `json:"webhook_cache_hit_rate"`
 	APIRequestsPerNode    float64     `json:"api_requests_per_node"`
-	CloudCallsPerNode     float64     `json:"cloud_calls_per_node"`
-	CloudCalls            CloudCalls  `json:"cloud_calls"`
+	// APIRequestsPerNodeByCall splits APIRequestsPerNode by verb and resource
+	// ("PUT certificatesigningrequests/approval"); left out when kube-apiserver
+	// restarted during the burst, which starts its counters again.
+	APIRequestsPerNodeByCall map[string]float64 `json:"api_requests_per_node_by_call,omitempty"`
+	CloudCallsPerNode        float64            `json:"cloud_calls_per_node"`
+	CloudCalls               CloudCalls         `json:"cloud_calls"`
 	// DescribeInstancesPerNode is EC2 DescribeInstances calls per node.
 	DescribeInstancesPerNode float64 `json:"describe_instances_per_node"`
 	ControllerCPUSeconds     float64 `json:"controller_cpu_seconds"`
@@ -445,20 +449,27 @@ func (r *run) tokenSource(inst localcloud.Instance) func(context.Context) (strin
 // counters are the cumulative figures read before, during and after a burst.
 type counters struct {
 	api           counter
+	calls         map[string]float64 // per node, by call
 	sts, ec2, iam int
 }
 
 // apiRequests reads apiserver_request_total, summed over its labels.
 func (r *run) apiRequests(ctx context.Context) (float64, error) {
+	calls, err := r.apiRequestsByCall(ctx)
+	return total(calls), err
+}
+
+// apiRequestsByCall reads apiserver_request_total, summed by verb and resource.
+func (r *run) apiRequestsByCall(ctx context.Context) (map[string]float64, error) {
 	raw, err := r.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
+		return nil, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
 	}
 	s, err := parseMetrics(strings.NewReader(string(raw)), "apiserver_request_total")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return sum(s, "apiserver_request_total"), nil
+	return byCall(s), nil
 }
 
 // join runs the burst: N kubelets at once, until every node is Ready with every
@@ -483,11 +494,11 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 		return nil, err
 	}
 	var c counters
-	before, err := r.apiRequests(ctx)
+	callsBefore, err := r.apiRequestsByCall(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.api.observe(before)
+	c.api.observe(total(callsBefore))
 	sts0, ec20, iam0 := r.cloud.STS.Calls(), r.cloud.EC2.Calls(), r.cloud.IAM.Calls()
 	m0 := r.controllerMetrics(ctx)
 	for _, rep := range r.replicas {
@@ -558,11 +569,14 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 	// Whatever is still on its way (a late duplicate CSR) has a moment to settle.
 	time.Sleep(time.Second)
 
-	after, err := r.apiRequests(ctx)
+	callsAfter, err := r.apiRequestsByCall(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.api.observe(after)
+	c.api.observe(total(callsAfter))
+	if !c.api.restarted {
+		c.calls = callsPerNode(callsBefore, callsAfter, n)
+	}
 	m1 := r.controllerMetrics(ctx)
 	c.sts, c.ec2, c.iam = r.cloud.STS.Calls()-sts0, r.cloud.EC2.Calls()-ec20, r.cloud.IAM.Calls()-iam0
 	var cpu, peak float64
@@ -646,6 +660,7 @@ func (r *run) report(start time.Time, kubelets []*kubeletsim.Kubelet, csrs []csr
 		rep.AllReadySeconds = seconds(lastReady.Sub(start))
 	}
 	rep.APIRequestsPerNode = perNode(c.api.total, n)
+	rep.APIRequestsPerNodeByCall = c.calls
 	rep.CloudCalls = CloudCalls{STS: c.sts, EC2: c.ec2, IAM: c.iam}
 	rep.CloudCallsPerNode = perNode(float64(c.sts+c.ec2+c.iam), n)
 	rep.DescribeInstancesPerNode = perNode(float64(c.ec2), n)

@@ -206,6 +206,46 @@ func histogramQuantile(samples []sample, bucketName string, q float64) float64 {
 type counter struct {
 	last, total float64
 	started     bool
+	// restarted is set once the counter went backwards (its source restarted).
+	restarted bool
+}
+
+// byCall sums apiserver_request_total samples by verb and resource (with the
+// subresource, when there is one): "PUT certificatesigningrequests/approval".
+func byCall(samples []sample) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range samples {
+		if s.name != "apiserver_request_total" {
+			continue
+		}
+		call := s.labels["verb"] + " " + s.labels["resource"]
+		if sub := s.labels["subresource"]; sub != "" {
+			call += "/" + sub
+		}
+		out[call] += s.value
+	}
+	return out
+}
+
+// callsPerNode returns, by call, how many requests were made between before and
+// after, per node; calls that made none are left out.
+func callsPerNode(before, after map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for call, v := range after {
+		if d := v - before[call]; d > 0 {
+			out[call] = perNode(d, n)
+		}
+	}
+	return out
+}
+
+// total adds up every call's requests.
+func total(calls map[string]float64) float64 {
+	var t float64
+	for _, v := range calls {
+		t += v
+	}
+	return t
 }
 
 func (c *counter) observe(v float64) {
@@ -216,6 +256,7 @@ func (c *counter) observe(v float64) {
 		c.total += v - c.last
 	default:
 		c.total += v // reset: everything since the restart is new
+		c.restarted = true
 	}
 	c.last = v
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,30 @@ nodejoin_token_review_seconds_bucket{outcome="denied",le="0.01"} 0
 nodejoin_token_review_seconds_bucket{outcome="denied",le="+Inf"} 0
 nodejoin_token_cache_hits_total 75
 `
+
+// Requests are split by verb and resource, with the subresource; a burst's share
+// per node is what was added between the two readings.
+func TestCallsPerNode(t *testing.T) {
+	before := byCall([]sample{
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "PUT", "resource": "certificatesigningrequests", "subresource": "approval", "code": "200"}, value: 4},
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "GET", "resource": "nodes", "code": "200"}, value: 10},
+	})
+	after := byCall([]sample{
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "PUT", "resource": "certificatesigningrequests", "subresource": "approval", "code": "200"}, value: 20},
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "PUT", "resource": "certificatesigningrequests", "subresource": "approval", "code": "409"}, value: 4},
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "GET", "resource": "nodes", "code": "200"}, value: 10},
+		{name: "apiserver_request_total", labels: map[string]string{"verb": "POST", "resource": "certificatesigningrequests", "code": "201"}, value: 8},
+		{name: "apiserver_request_duration_seconds_count", labels: map[string]string{"verb": "GET", "resource": "nodes"}, value: 99},
+	})
+	got := callsPerNode(before, after, 4)
+	want := map[string]float64{"PUT certificatesigningrequests/approval": 5, "POST certificatesigningrequests": 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("calls per node %v, want %v", got, want)
+	}
+	if total(after) != 42 {
+		t.Errorf("total %v, want 42", total(after))
+	}
+}
 
 func TestParseMetrics(t *testing.T) {
 	s, err := parseMetrics(strings.NewReader(metricsText), "apiserver_request_total", "nodejoin_token_cache_hits_total")
