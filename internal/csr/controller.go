@@ -14,12 +14,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -98,9 +103,49 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("certificatesigningrequest").
-		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(kubelets)).
+		Watches(&certificatesv1.CertificateSigningRequest{}, servingFirst(), builder.WithPredicates(kubelets)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
+}
+
+// servingPriority is the work queue priority of serving CSRs; client CSRs get 0.
+const servingPriority = 1
+
+// servingFirst queues CSRs by name, serving CSRs ahead of client CSRs. A serving CSR
+// comes from a node that already joined and waits only for it, while a client CSR's
+// node still has to register before it asks for its serving certificate: with first
+// in, first out, a burst of joining nodes queues every serving CSR behind every client
+// CSR, and no node is done before nearly all of the client certificates are issued.
+// As controller-runtime's own handler does, copies seen on the first list or on a
+// resync (nothing changed) queue behind every new event, each kind in the same order.
+func servingFirst() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object, unchanged bool) {
+		item := reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}}
+		pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+		if !ok {
+			q.Add(item)
+			return
+		}
+		p := 0
+		if csr, ok := o.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == SignerKubeletServing {
+			p = servingPriority
+		}
+		if unchanged {
+			p += handler.LowPriority
+		}
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, item)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object, e.IsInInitialList)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectNew, e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion())
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: e.Object.GetName()}})
+		},
+	}
 }
 
 // NewAccessReview returns an AccessReview that asks the API server with a

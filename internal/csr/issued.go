@@ -152,12 +152,18 @@ var claimBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Fact
 // read now, then writes it once, carrying that copy's resourceVersion. Each request's
 // holder is set. During a burst this saves each batch a read: the next batch starts
 // from the copy the last write returned.
-func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) error {
+func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) (err error) {
 	ns, name := r.names()
 	cms := r.Client.CoreV1().ConfigMaps(ns)
-	// Only the flushing caller writes last (one flush runs at a time); Holder reads it.
+	// Only the flushing caller writes last (one flush runs at a time); Holder reads it,
+	// and goes on reading the copy while this write is under way. A write that fails
+	// (a conflict: someone else changed the ConfigMap) drops the copy.
+	defer func() {
+		if err != nil {
+			r.keep(nil)
+		}
+	}()
 	cm, exists := r.cached(), true
-	r.keep(nil) // kept again only after a write that succeeded
 	if cm == nil {
 		var err error
 		cm, err = cms.Get(ctx, name, metav1.GetOptions{})
@@ -185,7 +191,6 @@ func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) e
 		changed = true
 	}
 	var written *corev1.ConfigMap
-	var err error
 	switch {
 	case !changed:
 		if exists {
