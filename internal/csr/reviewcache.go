@@ -18,29 +18,26 @@ import (
 // nothing more until entries expire.
 const maxCachedReviews = 4096
 
-// CachedAccessReview returns an AccessReview that remembers for ttl the reviews review
-// allowed, and asks review once for identical reviews under way at the same time.
+// ReviewCache is an AccessReview that remembers for a while the reviews it allowed,
+// and asks once for identical reviews under way at the same time.
 //
-// Only allowed answers are kept, and only for ttl: a denial and an error are never
-// remembered, so a requester given the right is approved at once, and one whose right
-// is taken away (its ClusterRoleBinding deleted) is refused at the latest ttl later.
-// kube-apiserver's own webhook authorizer keeps allowed answers for five minutes by
+// Only allowed answers are kept: a denial and an error are never remembered, so a
+// requester given the right is approved at once. An allowed answer is forgotten after
+// the TTL, and every answer at once when Forget is called: the manager calls it on
+// every change of a ClusterRole or ClusterRoleBinding it watches (the only RBAC
+// objects that can grant the cluster-scoped certificatesigningrequests), so a right
+// taken away through RBAC stops approvals as soon as the controller sees the change,
+// as soon as kube-apiserver's own authorizer, which watches the same objects, does.
+// The TTL bounds how long a change made through another authorizer (a webhook) goes
+// unseen. kube-apiserver keeps its webhook authorizer's allowed answers five minutes by
 // default; a few seconds are enough here, since what repeats is a burst of nodes that
 // share a bootstrap token (system:bootstrap:<id>), whose client CSRs all ask the same
-// question. A review is identified by everything the SubjectAccessReview carries: user,
-// UID, groups, extra and subresource. A ttl of zero or less returns review unchanged.
+// question. A review is identified by everything the SubjectAccessReview carries:
+// user, UID, groups, extra and subresource.
 //
 // Hand-written: client-go has no cache for SubjectAccessReviews made on behalf of
-// others, and the apiserver's authorizer cache is internal to it.
-func CachedAccessReview(review AccessReview, ttl time.Duration) AccessReview {
-	if ttl <= 0 {
-		return review
-	}
-	c := &reviewCache{review: review, ttl: ttl, now: time.Now, allowed: map[string]time.Time{}}
-	return c.ask
-}
-
-type reviewCache struct {
+// others, and kube-apiserver's authorizer cache is internal to it.
+type ReviewCache struct {
 	review AccessReview
 	ttl    time.Duration
 	now    func() time.Time
@@ -48,18 +45,40 @@ type reviewCache struct {
 
 	mu      sync.Mutex
 	allowed map[string]time.Time // review key → when the answer expires
+	// gen counts Forget calls: an answer asked for before one is not stored.
+	gen uint64
 }
 
-func (c *reviewCache) ask(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, subresource string) (bool, error) {
+// NewReviewCache returns a ReviewCache in front of review; a ttl of zero or less
+// remembers nothing.
+func NewReviewCache(review AccessReview, ttl time.Duration) *ReviewCache {
+	return &ReviewCache{review: review, ttl: ttl, now: time.Now, allowed: map[string]time.Time{}}
+}
+
+// Forget drops every remembered answer, and the answers of reviews under way.
+func (c *ReviewCache) Forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.allowed)
+}
+
+// Review is an AccessReview.
+func (c *ReviewCache) Review(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, subresource string) (bool, error) {
+	if c.ttl <= 0 {
+		return c.review(ctx, csr, subresource)
+	}
 	key := reviewKey(csr, subresource)
-	if c.hit(key) {
+	gen, hit := c.hit(key)
+	if hit {
 		return true, nil
 	}
 	// Callers that ask at once share one review; each still honours its own context.
-	ch := c.group.DoChan(key, func() (any, error) {
+	// A review asked for after a Forget does not share one started before it.
+	ch := c.group.DoChan(strconv.FormatUint(gen, 10)+"/"+key, func() (any, error) {
 		ok, err := c.review(context.WithoutCancel(ctx), csr, subresource)
 		if err == nil && ok {
-			c.store(key)
+			c.store(key, gen)
 		}
 		return ok, err
 	})
@@ -74,20 +93,27 @@ func (c *reviewCache) ask(ctx context.Context, csr *certificatesv1.CertificateSi
 	}
 }
 
-func (c *reviewCache) hit(key string) bool {
+// hit reports whether an unexpired allowed answer is remembered for key, and the
+// generation the answer of a review started now is stored under.
+func (c *ReviewCache) hit(key string) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exp, ok := c.allowed[key]
 	if ok && c.now().Before(exp) {
-		return true
+		return c.gen, true
 	}
 	delete(c.allowed, key)
-	return false
+	return c.gen, false
 }
 
-func (c *reviewCache) store(key string) {
+// store remembers an allowed answer to a review started in generation gen, unless
+// Forget was called since.
+func (c *ReviewCache) store(key string, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
 	now := c.now()
 	if len(c.allowed) >= maxCachedReviews {
 		for k, exp := range c.allowed {

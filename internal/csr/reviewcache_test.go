@@ -35,8 +35,10 @@ func reviewCSR(user string, groups ...string) *certificatesv1.CertificateSigning
 	return &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{Username: user, Groups: groups}}
 }
 
-func newTestCache(r *reviewer, now *time.Time) *reviewCache {
-	return &reviewCache{review: r.review, ttl: 10 * time.Second, now: func() time.Time { return *now }, allowed: map[string]time.Time{}}
+func newTestCache(r *reviewer, now *time.Time) *ReviewCache {
+	c := NewReviewCache(r.review, 10*time.Second)
+	c.now = func() time.Time { return *now }
+	return c
 }
 
 // An allowed review is remembered for the TTL and asked again after it; a denial, an
@@ -50,7 +52,7 @@ func TestCachedAccessReview(t *testing.T) {
 	r.allowed.Store(boot.Spec.Username, true)
 
 	for i := range 3 {
-		if ok, err := c.ask(ctx, boot, "nodeclient"); !ok || err != nil {
+		if ok, err := c.Review(ctx, boot, "nodeclient"); !ok || err != nil {
 			t.Fatalf("ask %d: %v, %v; want allowed", i, ok, err)
 		}
 	}
@@ -59,7 +61,7 @@ func TestCachedAccessReview(t *testing.T) {
 	}
 	// The same requester with its groups in another order is the same question.
 	reordered := reviewCSR(boot.Spec.Username, "system:bootstrappers:ng-1", "system:bootstrappers")
-	if ok, _ := c.ask(ctx, reordered, "nodeclient"); !ok || r.calls.Load() != 1 {
+	if ok, _ := c.Review(ctx, reordered, "nodeclient"); !ok || r.calls.Load() != 1 {
 		t.Errorf("groups reordered: allowed %v after %d reviews; want a cache hit", ok, r.calls.Load())
 	}
 	// Another subresource, group set or user is another question.
@@ -72,7 +74,7 @@ func TestCachedAccessReview(t *testing.T) {
 		{reviewCSR("system:bootstrap:other", "system:bootstrappers", "system:bootstrappers:ng-1"), "nodeclient"},
 	} {
 		before := r.calls.Load()
-		_, _ = c.ask(ctx, q.csr, q.sub)
+		_, _ = c.Review(ctx, q.csr, q.sub)
 		if r.calls.Load() != before+1 {
 			t.Errorf("%s %v %s: answered from the cache, want a review", q.csr.Spec.Username, q.csr.Spec.Groups, q.sub)
 		}
@@ -80,27 +82,37 @@ func TestCachedAccessReview(t *testing.T) {
 	// Denials are not remembered: the same denied question is asked again.
 	other := reviewCSR("system:bootstrap:other", "system:bootstrappers", "system:bootstrappers:ng-1")
 	before := r.calls.Load()
-	if ok, _ := c.ask(ctx, other, "nodeclient"); ok || r.calls.Load() != before+1 {
+	if ok, _ := c.Review(ctx, other, "nodeclient"); ok || r.calls.Load() != before+1 {
 		t.Errorf("denied requester asked again: allowed %v after %d new reviews; want denied by a new review", ok, r.calls.Load()-before)
 	}
 	// The right taken away: still allowed within the TTL, refused once it has passed.
 	r.allowed.Delete(boot.Spec.Username)
 	now = now.Add(9 * time.Second)
-	if ok, _ := c.ask(ctx, boot, "nodeclient"); !ok {
+	if ok, _ := c.Review(ctx, boot, "nodeclient"); !ok {
 		t.Errorf("within the TTL: denied, want the remembered answer")
 	}
 	now = now.Add(2 * time.Second)
-	if ok, _ := c.ask(ctx, boot, "nodeclient"); ok {
+	if ok, _ := c.Review(ctx, boot, "nodeclient"); ok {
 		t.Errorf("after the TTL, with the right taken away: allowed, want denied")
+	}
+	// Forget (an RBAC change) drops the remembered answers at once.
+	r.allowed.Store(boot.Spec.Username, true)
+	if ok, _ := c.Review(ctx, boot, "nodeclient"); !ok {
+		t.Fatal("allowed again: denied")
+	}
+	r.allowed.Delete(boot.Spec.Username)
+	c.Forget()
+	if ok, _ := c.Review(ctx, boot, "nodeclient"); ok {
+		t.Errorf("after Forget, with the right taken away: allowed, want denied")
 	}
 	// Errors are not remembered either.
 	r.err = errors.New("apiserver unavailable")
 	r.allowed.Store(boot.Spec.Username, true)
-	if ok, err := c.ask(ctx, boot, "nodeclient"); ok || err == nil {
+	if ok, err := c.Review(ctx, boot, "nodeclient"); ok || err == nil {
 		t.Errorf("review failing: %v, %v; want the error", ok, err)
 	}
 	r.err = nil
-	if ok, err := c.ask(ctx, boot, "nodeclient"); !ok || err != nil {
+	if ok, err := c.Review(ctx, boot, "nodeclient"); !ok || err != nil {
 		t.Errorf("review working again: %v, %v; want allowed", ok, err)
 	}
 }
@@ -116,7 +128,7 @@ func TestCachedAccessReviewSharesConcurrent(t *testing.T) {
 	results := make(chan bool, callers)
 	for range callers {
 		go func() {
-			ok, _ := c.ask(t.Context(), boot, "nodeclient")
+			ok, _ := c.Review(t.Context(), boot, "nodeclient")
 			results <- ok
 		}()
 	}
@@ -139,9 +151,9 @@ func TestCachedAccessReviewSharesConcurrent(t *testing.T) {
 func TestCachedAccessReviewOff(t *testing.T) {
 	r := &reviewer{}
 	r.allowed.Store("u", true)
-	review := CachedAccessReview(r.review, 0)
+	review := NewReviewCache(r.review, 0)
 	for range 2 {
-		_, _ = review(t.Context(), reviewCSR("u"), "nodeclient")
+		_, _ = review.Review(t.Context(), reviewCSR("u"), "nodeclient")
 	}
 	if n := r.calls.Load(); n != 2 {
 		t.Errorf("TTL 0: %d reviews for 2 questions, want 2", n)
@@ -168,5 +180,31 @@ func TestReviewKeyDistinct(t *testing.T) {
 			t.Errorf("reviews %d and %d share the key %q", j, i, k)
 		}
 		seen[k] = i
+	}
+}
+
+// An answer to a review under way when Forget is called is not remembered: it may
+// predate the RBAC change that called Forget.
+func TestReviewCacheForgetDuringReview(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	r := &reviewer{gate: make(chan struct{})}
+	r.allowed.Store("u", true)
+	c := newTestCache(r, &now)
+	done := make(chan bool)
+	go func() {
+		ok, _ := c.Review(t.Context(), reviewCSR("u"), "nodeclient")
+		done <- ok
+	}()
+	for r.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Forget()
+	close(r.gate)
+	if !<-done {
+		t.Fatal("denied")
+	}
+	r.allowed.Delete("u")
+	if ok, _ := c.Review(t.Context(), reviewCSR("u"), "nodeclient"); ok {
+		t.Errorf("the answer of a review under way at Forget was remembered")
 	}
 }

@@ -31,9 +31,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
@@ -417,9 +419,13 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
 	rec := mgr.GetEventRecorder(Component)
 	if cfg.Signer != nil {
+		reviews := csr.NewReviewCache(csr.NewAccessReview(client), cfg.AccessReviewTTL)
+		if err := forgetOnRBACChange(mgr, reviews); err != nil {
+			return err
+		}
 		c := &csr.Controller{
 			Client: client,
-			Policy: &csr.Policy{Inventory: cfg.Nodes, Review: csr.CachedAccessReview(csr.NewAccessReview(client), cfg.AccessReviewTTL), MaxExpiration: cfg.MaxExpiration,
+			Policy: &csr.Policy{Inventory: cfg.Nodes, Review: reviews.Review, MaxExpiration: cfg.MaxExpiration,
 				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client}},
 			Signer:   cfg.Signer,
 			Log:      cfg.Log,
@@ -629,4 +635,29 @@ func protobufREST(cfg *rest.Config) *rest.Config {
 		out.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
 	return out
+}
+
+// forgetOnRBACChange makes the CSR controller forget its remembered
+// SubjectAccessReviews whenever a ClusterRole or ClusterRoleBinding is added, changed
+// or deleted (certificatesigningrequests are cluster-scoped: only these grant them).
+// The handlers are added before the manager starts, and the informers replay every
+// object they list to them, so nothing remembered before the informers synced
+// survives that.
+func forgetOnRBACChange(mgr ctrl.Manager, reviews *csr.ReviewCache) error {
+	forget := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { reviews.Forget() },
+		UpdateFunc: func(any, any) { reviews.Forget() },
+		DeleteFunc: func(any) { reviews.Forget() },
+	}
+	for _, obj := range []ctrlclient.Object{&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}} {
+		// Before the manager starts, this registers the informer without waiting.
+		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err == nil {
+			_, err = inf.AddEventHandler(forget)
+		}
+		if err != nil {
+			return fmt.Errorf("watching %T for the SubjectAccessReview cache: %w", obj, err)
+		}
+	}
+	return nil
 }

@@ -91,8 +91,9 @@ func For(controller *rbacv1.Subject) Objects {
 				// for one is denied. Read only.
 				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 				// Which groups are bound to cluster-admin: an aws-auth mapping to one is
-				// refused. Watched through an informer.
-				rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: []string{"list", "watch"}},
+				// refused. And when RBAC changes, so that the CSR controller forgets the
+				// SubjectAccessReviews it remembered. Watched through informers.
+				rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings", "clusterroles"}, Verbs: []string{"list", "watch"}},
 			),
 		},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{

@@ -124,8 +124,10 @@ var usedByTheController = map[grant]string{
 	{"kube-system", "", "configmaps", "aws-auth", "list"}:  "manager.awsAuthCache",
 	{"kube-system", "", "configmaps", "aws-auth", "watch"}: "manager.awsAuthCache",
 	// manager.awsAuthCache: the groups bound to cluster-admin.
-	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "list"}:  "manager.awsAuthCache",
-	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "watch"}: "manager.awsAuthCache",
+	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "list"}:  "manager.awsAuthCache, manager.forgetOnRBACChange",
+	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "watch"}: "manager.awsAuthCache, manager.forgetOnRBACChange",
+	{"cluster", "rbac.authorization.k8s.io", "clusterroles", "", "list"}:         "manager.forgetOnRBACChange",
+	{"cluster", "rbac.authorization.k8s.io", "clusterroles", "", "watch"}:        "manager.forgetOnRBACChange",
 	// csr.ConfigMapRecord: created on first use (create cannot name a resource), then
 	// read and updated by name.
 	{"kube-system", "", "configmaps", "", "create"}:                                       "csr.ConfigMapRecord.Claim",
