@@ -117,7 +117,7 @@ func soak(ctx context.Context, o Options) (*Report, error) {
 		}
 		return r.cloud.EC2.SetState(n.id, "terminated")
 	}
-	r.progress("soak: %d nodes for %s, certificates of %s; half stay, a tenth of the rest replaced every %s", o.Nodes, o.Duration, o.CertificateLifetime, soakInterval)
+	r.progress("%d nodes for %s, certificates of %s; half stay, a tenth of the rest replaced every %s", o.Nodes, o.Duration, o.CertificateLifetime, soakInterval)
 	start := time.Now()
 	for range o.Nodes {
 		if err := startNode(); err != nil {
@@ -157,7 +157,7 @@ func soak(ctx context.Context, o Options) (*Report, error) {
 		s := SoakSample{Seconds: seconds(time.Since(start)), RSSMiB: round(st.rssMiB, 1), Pending: pendingCSRs(csrs), CSRs: len(csrs), Nodes: len(running)}
 		out.Samples = append(out.Samples, s)
 		out.MaxPending = max(out.MaxPending, s.Pending)
-		r.progress("soak: %.0fs: %d nodes, %d CSRs, %d pending, controller %.1f MiB", s.Seconds, s.Nodes, s.CSRs, s.Pending, s.RSSMiB)
+		r.progress("%.0fs: %d nodes, %d CSRs, %d pending, controller %.1f MiB", s.Seconds, s.Nodes, s.CSRs, s.Pending, s.RSSMiB)
 	}
 	out.DurationSeconds = seconds(time.Since(start))
 	out.NodesJoined = next
