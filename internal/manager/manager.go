@@ -250,9 +250,6 @@ func (cfg *Config) complete() error {
 	if cfg.CSRWorkers <= 0 {
 		cfg.CSRWorkers = DefaultCSRWorkers
 	}
-	if cfg.AccessReviewTTL == 0 {
-		cfg.AccessReviewTTL = DefaultAccessReviewTTL
-	}
 	if cfg.NodeWorkers <= 0 {
 		cfg.NodeWorkers = DefaultNodeWorkers
 	}
@@ -419,7 +416,11 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
 	rec := mgr.GetEventRecorder(Component)
 	if cfg.Signer != nil {
-		reviews := csr.NewReviewCache(csr.NewAccessReview(client), cfg.AccessReviewTTL)
+		ttl := cfg.AccessReviewTTL
+		if ttl == 0 {
+			ttl = DefaultAccessReviewTTL
+		}
+		reviews := csr.NewReviewCache(csr.NewAccessReview(client), ttl)
 		if err := forgetOnRBACChange(mgr, reviews); err != nil {
 			return err
 		}
