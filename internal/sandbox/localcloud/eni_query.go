@@ -305,19 +305,11 @@ var eniFilters = map[string]func(n *NetworkInterface) []string{
 	},
 }
 
-// matchesAll reports whether an object matches every filter: tag filters against its
-// tags, the others against the values valuesOf gives for the filter's name.
-func matchesAll(filters []ec2Filter, tags map[string]string, valuesOf func(name string) []string) bool {
-	for _, f := range filters {
-		if m, isTag := tagsMatch(tags, f); isTag {
-			if !m {
-				return false
-			}
-		} else if !matchAny(f, valuesOf(f.name)) {
-			return false
-		}
+func eniMatches(n *NetworkInterface, f ec2Filter) bool {
+	if ok, isTag := tagsMatch(n.Tags, f); isTag {
+		return ok
 	}
-	return true
+	return matchAny(f, eniFilters[f.name](n))
 }
 
 var subnetFilters = map[string]func(s *subnetState, e *EC2) []string{
@@ -564,7 +556,7 @@ func (e *EC2) opDescribeNetworkInterfaces(_ context.Context, p *params, reqID st
 	var matching []string
 	for _, id := range keys {
 		n := e.enis[id]
-		if matchesAll(filters, n.Tags, func(name string) []string { return eniFilters[name](n) }) {
+		if !slices.ContainsFunc(filters, func(f ec2Filter) bool { return !eniMatches(n, f) }) {
 			matching = append(matching, id)
 		}
 	}
@@ -951,7 +943,15 @@ func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any
 	var matching []string
 	for _, id := range keys {
 		s := e.subnets[id]
-		if matchesAll(filters, s.Tags, func(name string) []string { return subnetFilters[name](s, e) }) {
+		ok := true
+		for _, f := range filters {
+			if m, isTag := tagsMatch(s.Tags, f); isTag {
+				ok = ok && m
+			} else {
+				ok = ok && matchAny(f, subnetFilters[f.name](s, e))
+			}
+		}
+		if ok {
 			matching = append(matching, id)
 		}
 	}
