@@ -70,8 +70,9 @@ const (
 )
 
 // DefaultAccessReviewTTL is how long an allowed SubjectAccessReview is remembered: the
-// client CSRs of a burst of nodes that share a bootstrap token ask one question, and a
-// right taken away stops approvals at most this much later.
+// client CSRs of a burst of nodes that share a bootstrap token ask one question. An
+// RBAC change drops every remembered answer at once (forgetOnRBACChange); a change
+// through another authorizer is seen at most this much later.
 const DefaultAccessReviewTTL = 10 * time.Second
 
 var setGlobalLogger sync.Once
@@ -94,7 +95,7 @@ type Config struct {
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
 	CSRWorkers int
 	// AccessReviewTTL is how long the CSR controller remembers a SubjectAccessReview
-	// that allowed a requester (csr.CachedAccessReview); default
+	// that allowed a requester (csr.ReviewCache); default
 	// DefaultAccessReviewTTL, negative: never.
 	AccessReviewTTL time.Duration
 	// CSRSigners, when set, limits the CSR controller to these kubelet signers (see
