@@ -659,9 +659,18 @@ func TestCertificateRotation(t *testing.T) {
 	}
 	// Closing the connections at the switch may fail a request in flight, as it does for
 	// the kubelet; that request is retried. Nothing else may have failed.
-	if st := k.Status(); st.LastError != "" && !strings.Contains(st.LastError, "use of closed network connection") {
+	if st := k.Status(); st.LastError != "" && !cutByConnectionClose(st.LastError) {
 		t.Errorf("last error = %q", st.LastError)
 	}
+}
+
+// cutByConnectionClose reports whether an error is what a request in flight gets when
+// the node closes its connections at a certificate switch: the TCP connection's error
+// over HTTP/1.1, or the HTTP/2 client connection's when the request was multiplexed on
+// it (seen in CI: a Lease renewal cut this way).
+func cutByConnectionClose(msg string) bool {
+	return strings.Contains(msg, "use of closed network connection") ||
+		strings.Contains(msg, "client connection force closed via ClientConn.Close")
 }
 
 func mustAddr(t testing.TB, s string) netip.Addr {
