@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // InstanceRecord is what EC2 knows of a launched instance: its metadata and what only
@@ -203,8 +205,9 @@ func (e *EC2) Instances() []InstanceRecord {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]InstanceRecord, 0, len(e.instances))
+	attached := e.interfacesByInstance()
 	for _, id := range slices.Sorted(maps.Keys(e.instances)) {
-		out = append(out, *e.view(e.instances[id]))
+		out = append(out, *viewWith(e.instances[id], attached[id]))
 	}
 	return out
 }
@@ -247,12 +250,14 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	return &c
 }
 
-// view is an instance as callers see it: with its attached interfaces, the primary
-// interface's further addresses as SecondaryPrivateIPv4s. Locked.
-func (e *EC2) view(r *InstanceRecord) *InstanceRecord {
+// viewWith is an instance as callers see it: with its attached interfaces (by device
+// index), the primary interface's further addresses as SecondaryPrivateIPv4s. Callers
+// that show many instances find every instance's interfaces in one pass
+// (interfacesByInstance) instead of one pass over every interface per instance.
+func viewWith(r *InstanceRecord, attached []*NetworkInterface) *InstanceRecord {
 	c := r.clone()
 	c.nics = nil
-	for _, n := range e.instanceInterfaces(r.ID) {
+	for _, n := range attached {
 		c.nics = append(c.nics, n.clone())
 		if n.Attachment.DeviceIndex == 0 {
 			c.SecondaryPrivateIPv4s = slices.Clone(n.PrivateIPv4s[1:])
@@ -333,21 +338,61 @@ var ec2Filters = map[string]func(r *InstanceRecord) []string{
 type ec2Filter struct {
 	name   string
 	values []string
+	// exact holds the values without a wildcard or an escape, each of which matches
+	// only itself; globs holds the others. newEC2Filter sets both: a request may name
+	// hundreds of values (nodejoin's batched instance lookups do) and every instance is
+	// checked against each, so the literal ones are one map lookup instead of one glob
+	// match each.
+	exact map[string]struct{}
+	globs []string
+}
+
+// newEC2Filter is a filter with its values sorted into literals and patterns.
+func newEC2Filter(name string, values []string) ec2Filter {
+	f := ec2Filter{name: name, values: values, exact: make(map[string]struct{}, len(values))}
+	for _, v := range values {
+		if strings.ContainsAny(v, `*?\`) {
+			f.globs = append(f.globs, v)
+		} else {
+			f.exact[v] = struct{}{}
+		}
+	}
+	return f
+}
+
+// accepts reports whether a value matches one of the filter's values.
+func (f ec2Filter) accepts(have string) bool {
+	if f.exact == nil { // a filter not made by newEC2Filter
+		return slices.ContainsFunc(f.values, func(want string) bool { return globMatch(want, have) })
+	}
+	if _, ok := f.exact[have]; ok {
+		return true
+	}
+	return slices.ContainsFunc(f.globs, func(want string) bool { return globMatch(want, have) })
 }
 
 func (f ec2Filter) matches(r *InstanceRecord) bool {
-	for _, have := range ec2Filters[f.name](r) {
-		for _, want := range f.values {
-			if globMatch(want, have) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(ec2Filters[f.name](r), f.accepts)
 }
 
 // globMatch matches EC2 filter values: * is any run of characters, ? any one character,
 // and a backslash escapes the character after it. It runs in O(len(pattern)·len(s)).
+// runesOf decodes a string into runes, with each byte that is not part of valid UTF-8
+// as a value of its own above the Unicode range. []rune(s) would turn every such byte
+// into U+FFFD, and a pattern would then match bytes it does not contain.
+func runesOf(s string) []rune {
+	out := make([]rune, 0, len(s))
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size == 1 {
+			r = unicode.MaxRune + 1 + rune(s[0])
+		}
+		out = append(out, r)
+		s = s[size:]
+	}
+	return out
+}
+
 func globMatch(pattern, s string) bool {
 	type tok struct {
 		r    rune
@@ -355,7 +400,7 @@ func globMatch(pattern, s string) bool {
 	}
 	var toks []tok
 	escaped := false
-	for _, c := range pattern {
+	for _, c := range runesOf(pattern) {
 		switch {
 		case escaped:
 			toks, escaped = append(toks, tok{c, 'c'}), false
@@ -370,7 +415,7 @@ func globMatch(pattern, s string) bool {
 	if escaped {
 		toks = append(toks, tok{'\\', 'c'})
 	}
-	str := []rune(s)
+	str := runesOf(s)
 	p, i, star, mark := 0, 0, -1, 0
 	for i < len(str) {
 		switch {
@@ -416,11 +461,12 @@ func (e *EC2) describeInstances(req describeInstancesRequest) ([]*InstanceRecord
 		candidates = slices.Sorted(maps.Keys(e.instances))
 	}
 	var page []*InstanceRecord
+	attached := e.interfacesByInstance()
 	for i, id := range candidates {
 		if req.after != "" && id <= req.after {
 			continue
 		}
-		r := e.view(e.instances[id]).shown()
+		r := viewWith(e.instances[id], attached[id]).shown()
 		if !slices.ContainsFunc(req.filters, func(f ec2Filter) bool { return !f.matches(r) }) {
 			page = append(page, r)
 		}

@@ -602,9 +602,57 @@ func TestGlobMatch(t *testing.T) {
 		{`a\`, `a\`, true},
 		{"**a**b**", "xaxb", true},
 		{"é?", "éü", true},
+		// Bytes that are not UTF-8 match only themselves (or ? and *).
+		{"\xfc", "\x84", false},
+		{"\xfc", "\xfc", true},
+		{"\ufffd", "\x84", false},
+		{"a?", "a\x84", true},
 	} {
 		if got := globMatch(tt.pattern, tt.s); got != tt.want {
 			t.Errorf("globMatch(%q, %q) = %t, want %t", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
+
+// A filter made by newEC2Filter accepts exactly the values that one of its values
+// matches as a pattern: sorting literal values into a set changes no answer.
+func FuzzEC2FilterAccepts(f *testing.F) {
+	f.Add("ip-198-18-0-1.local.internal", "ip-198-18-0-2.local.internal", "ip-198-18-0-1.local.internal")
+	f.Add("ip-*", `a\*`, "a*")
+	f.Add("a?c", "", "abc")
+	f.Add(`a\`, "x", `a\`)
+	f.Add("é?", "é", "éü")
+	f.Fuzz(func(t *testing.T, v1, v2, have string) {
+		values := []string{v1, v2}
+		want := slices.ContainsFunc(values, func(w string) bool { return globMatch(w, have) })
+		if got := newEC2Filter("private-dns-name", values).accepts(have); got != want {
+			t.Errorf("filter %q accepts %q = %t, a glob match of its values says %t", values, have, got, want)
+		}
+	})
+}
+
+// BenchmarkDescribeInstancesBatch is nodejoin's batched lookup in a 1000-node burst:
+// one DescribeInstances filtering on 100 private DNS names among 1000 instances.
+func BenchmarkDescribeInstancesBatch(b *testing.B) {
+	e := NewEC2(testAccount)
+	var names []string
+	for i := range 1000 {
+		in := ec2Instance(i, "nodes")
+		in.ID = fmt.Sprintf("i-%017x", i+1)
+		in.PrivateIPv4 = fmt.Sprintf("198.18.%d.%d", 1+i/200, 10+i%200)
+		if err := e.Launch(in); err != nil {
+			b.Fatal(err)
+		}
+		if i%10 == 0 {
+			names = append(names, e.instances[in.ID].PrivateDNSName)
+		}
+	}
+	req := describeInstancesRequest{filters: []ec2Filter{newEC2Filter("private-dns-name", names)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		page, _, aerr := e.describeInstances(req)
+		if aerr != nil || len(page) != len(names) {
+			b.Fatalf("%d instances, error %v", len(page), aerr)
 		}
 	}
 }

@@ -291,10 +291,30 @@ func (e *EC2) instanceInterfaces(id string) []*NetworkInterface {
 			out = append(out, n)
 		}
 	}
-	slices.SortFunc(out, func(a, b *NetworkInterface) int {
-		return a.Attachment.NetworkCardIndex*1000 + a.Attachment.DeviceIndex - b.Attachment.NetworkCardIndex*1000 - b.Attachment.DeviceIndex
-	})
+	slices.SortFunc(out, byDeviceIndex)
 	return out
+}
+
+// interfacesByInstance is instanceInterfaces of every instance, found in one pass over
+// the interfaces: a DescribeInstances over a thousand instances made one pass per
+// instance before, and used most of the local cloud's CPU in a 1000-node burst
+// (docs/benchmarks.md). Locked.
+func (e *EC2) interfacesByInstance() map[string][]*NetworkInterface {
+	out := map[string][]*NetworkInterface{}
+	for _, n := range e.enis {
+		if n.Attachment != nil {
+			out[n.Attachment.InstanceID] = append(out[n.Attachment.InstanceID], n)
+		}
+	}
+	for _, nics := range out {
+		slices.SortFunc(nics, byDeviceIndex)
+	}
+	return out
+}
+
+// byDeviceIndex orders attached interfaces by network card, then device index.
+func byDeviceIndex(a, b *NetworkInterface) int {
+	return a.Attachment.NetworkCardIndex*1000 + a.Attachment.DeviceIndex - b.Attachment.NetworkCardIndex*1000 - b.Attachment.DeviceIndex
 }
 
 // InstanceNetworkInterfaces returns copies of the interfaces attached to an instance,

@@ -146,7 +146,7 @@ func (p *params) filters(known func(string) bool) ([]ec2Filter, *apiError) {
 		if len(vals) == 0 {
 			return nil, invalidParameter("The filter '%s' has no values", name)
 		}
-		out = append(out, ec2Filter{name: name, values: valuesInOrder(vals)})
+		out = append(out, newEC2Filter(name, valuesInOrder(vals)))
 	}
 	return out, nil
 }
@@ -224,11 +224,11 @@ func paginate(keys []string, after string, maxResults int) ([]string, string) {
 func tagsMatch(tags map[string]string, f ec2Filter) (bool, bool) {
 	if key, ok := strings.CutPrefix(f.name, "tag:"); ok {
 		v, has := tags[key]
-		return has && slices.ContainsFunc(f.values, func(w string) bool { return globMatch(w, v) }), true
+		return has && f.accepts(v), true
 	}
 	if f.name == "tag-key" {
 		for k := range tags {
-			if slices.ContainsFunc(f.values, func(w string) bool { return globMatch(w, k) }) {
+			if f.accepts(k) {
 				return true, true
 			}
 		}
@@ -238,14 +238,7 @@ func tagsMatch(tags map[string]string, f ec2Filter) (bool, bool) {
 }
 
 func matchAny(f ec2Filter, have []string) bool {
-	for _, h := range have {
-		for _, w := range f.values {
-			if globMatch(w, h) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(have, f.accepts)
 }
 
 // eniFilters are DescribeNetworkInterfaces' filters.

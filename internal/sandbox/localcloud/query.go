@@ -159,7 +159,7 @@ func (p *describeParams) finish() (describeInstancesRequest, *apiError) {
 		case len(f.values) == 0:
 			return req, invalidParameter("The filter '%s' has no values", *f.name)
 		}
-		req.filters = append(req.filters, ec2Filter{name: *f.name, values: valuesInOrder(f.values)})
+		req.filters = append(req.filters, newEC2Filter(*f.name, valuesInOrder(f.values)))
 	}
 	if req.maxResults != 0 && len(req.ids) > 0 {
 		return req, &apiError{http.StatusBadRequest, "InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults"}
