@@ -52,7 +52,7 @@ func benchJoinCommand() *cobra.Command {
 		Example: `  # the short version (make bench)
   nodejoin bench join --nodes 100 --baseline kcm
 
-  # a thousand nodes, JSON, profiles of the controller, and the plot
+  # a thousand nodes, JSON, CPU profiles of the burst, and the plot
   nodejoin bench join --nodes 1000 --baseline kcm -o json --profile /tmp/prof --plot join.svg
 
   # a killed leader mid-burst; a ten-minute soak
@@ -91,7 +91,7 @@ func benchJoinCommand() *cobra.Command {
 	f.StringVar(&o.Fault, "fault", "", "run the burst again with a fault once half the nodes joined: apiserver-restart or leader-kill")
 	f.DurationVar(&o.Duration, "duration", 0, "run a soak this long instead of a burst (nodes join and leave, certificates rotate)")
 	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
-	f.StringVar(&o.ProfileDir, "profile", "", "write the controller's CPU profile (the whole run) and heap profile (end of the burst) into DIR")
+	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the burst (the controller, kube-apiserver, and the simulated kubelets with the local cloud) and the controller's heap profile into DIR")
 	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
 	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
 	f.BoolVar(&o.KeepState, "keep-state", false, "keep the temporary state directory (logs) afterwards")

@@ -86,7 +86,8 @@ type Options struct {
 	// issues, at least 10 minutes (the soak's default is 10 minutes, so that nodes rotate).
 	CertificateLifetime time.Duration
 	// ProfileDir, when set, receives the controller's CPU profile (the whole run) and
-	// heap profile (at the end of the burst).
+	// heap profile (at the end of the burst), and CPU profiles of the burst taken from
+	// kube-apiserver and from this process, which runs the simulated kubelets.
 	ProfileDir string
 	// CSRWorkers is the controller's --csr-workers; 0 leaves its default.
 	CSRWorkers int
@@ -323,7 +324,7 @@ func (r *run) setUp(ctx context.Context, twoReplicas bool) (func(), error) {
 	cl, err := controlplane.Start(ctx, controlplane.Options{
 		Name: "bench", StateDir: filepath.Join(r.dir, "cluster"), BinDir: r.opts.BinDir,
 		Network: controlplane.NetworkLoopback, TokenWebhook: true, UnsafeNoFsync: true,
-		UpstreamKubeletClientCSRs: r.kcm,
+		UpstreamKubeletClientCSRs: r.kcm, Profiling: r.opts.ProfileDir != "",
 	})
 	if cl != nil {
 		stops = append(stops, func() { _ = cl.Stop(context.WithoutCancel(ctx)) })
@@ -509,6 +510,8 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 	r.progress("starting %d simulated kubelets at once", n)
 	simCtx, stopSims := context.WithCancel(context.WithoutCancel(ctx))
 	kubelets := make([]*kubeletsim.Kubelet, n)
+	stopProfiles := r.burstProfiles(ctx)
+	defer stopProfiles()
 	start := time.Now()
 	for i, inst := range r.instances {
 		k, err := kubeletsim.Start(simCtx, r.kubeletConfig(inst, token))
@@ -566,6 +569,7 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 		}
 	}
 	r.progress("all %d nodes joined after %.1fs", n, time.Since(start).Seconds())
+	stopProfiles()
 	// Whatever is still on its way (a late duplicate CSR) has a moment to settle.
 	time.Sleep(time.Second)
 

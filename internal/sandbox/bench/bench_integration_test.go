@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/cmd/controller"
@@ -84,11 +87,27 @@ func TestBurstWithBaseline(t *testing.T) {
 func TestBurstAWSIAM(t *testing.T) {
 	o := testOptions(t, 5)
 	o.Identity = IdentityAWSIAM
+	o.ProfileDir = t.TempDir()
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkJoined(t, "aws-iam", r, 5, false)
+	// --profile: CPU profiles of the controller, kube-apiserver and the simulated
+	// kubelets, and the controller's heap, each one a profile pprof reads.
+	for _, name := range []string{"nodejoin-a.cpu.pprof", "nodejoin-a.heap.pprof", "nodejoin-kube-apiserver.cpu.pprof", "nodejoin-kubelets.cpu.pprof"} {
+		data, err := os.ReadFile(filepath.Join(o.ProfileDir, name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		p, err := profile.ParseData(data)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if len(p.SampleType) == 0 {
+			t.Errorf("%s: no sample types", name)
+		}
+	}
 	if r.TokenReviews < 5 || r.CloudCalls.STS < 5 {
 		t.Errorf("%d token reviews and %d STS calls for 5 nodes: the webhook was not used", r.TokenReviews, r.CloudCalls.STS)
 	}

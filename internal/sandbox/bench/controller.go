@@ -232,11 +232,16 @@ func (rep *replica) sample() procStats {
 
 // fetch GETs a URL of the replica's and returns the body.
 func fetch(ctx context.Context, url string) ([]byte, error) {
+	return fetchWith(ctx, http.DefaultClient, url)
+}
+
+// fetchWith is fetch with a client of the caller's (credentials, a CA).
+func fetchWith(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

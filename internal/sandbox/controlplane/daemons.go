@@ -132,7 +132,7 @@ func (c *Cluster) apiserverArgs(bin string) []string {
 		// Reach kubelets by the InternalIP they report, never by resolving node names
 		// through the host's DNS.
 		"--kubelet-preferred-address-types=InternalIP",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(c.opts.Profiling),
 	}
 	if c.opts.Network == NetworkLoopback {
 		// kube-apiserver refuses a loopback advertise address while it reconciles the

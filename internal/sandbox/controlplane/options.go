@@ -106,6 +106,10 @@ type Options struct {
 	// nodejoin-controller: the baseline `nodejoin bench join --baseline kcm` measures
 	// against. Serving certificates stay nodejoin-controller's either way.
 	UpstreamKubeletClientCSRs bool
+	// Profiling serves kube-apiserver's /debug/pprof/ (its --profiling) to clients
+	// with the cluster-admin role: `nodejoin bench join --profile` reads its CPU
+	// profile during the burst. Off by default, as in upstream's hardening guides.
+	Profiling bool
 	// UnsafeNoFsync makes etcd skip fsync: faster, and fine for throw-away test clusters.
 	UnsafeNoFsync bool
 	// ReadyTimeout bounds the wait for each daemon to become ready. Default 2 minutes.
