@@ -54,7 +54,7 @@ func (noCloud) VPCIPv4CIDRs(context.Context) ([]string, error) {
 func renderGroup(t *testing.T, c userdata.Cluster, ng v1alpha1.NodeGroup) (data []byte, labels map[string]string, maxPods int) {
 	t.Helper()
 	ng.Default()
-	data, err := nodegroup.Render(t.Context(), c, &ng)
+	data, err := nodegroup.Render(t.Context(), c, &ng, "")
 	if err != nil {
 		t.Fatalf("group %s (%s, %s): %v", ng.Name, ng.Spec.Template.AMIFamily, ng.Spec.Template.UserDataStyle, err)
 	}
@@ -234,7 +234,7 @@ func TestOverrideBootstrapAL2023(t *testing.T) {
 			res := convertFile(t, "cluster.yaml", []byte(doc+kind+":\n  - name: ng\n"+override))
 			ng := res.NodeGroups[0]
 			ng.Default()
-			data, err := nodegroup.Render(t.Context(), c, &ng)
+			data, err := nodegroup.Render(t.Context(), c, &ng, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,8 +41,9 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
 
-// RenderUserData generates the user data of a node group's instances.
-type RenderUserData func(ctx context.Context, cluster userdata.Cluster, ng *v1alpha1.NodeGroup) ([]byte, error)
+// RenderUserData generates the user data of a node group's instances; image is the AMI
+// their launch template boots ("" when not known).
+type RenderUserData func(ctx context.Context, cluster userdata.Cluster, ng *v1alpha1.NodeGroup, image string) ([]byte, error)
 
 // Options configure the controller.
 type Options struct {
@@ -72,11 +73,16 @@ type Options struct {
 
 // Render generates the user data of a group's instances in its user data style: as EKS
 // managed node groups give it (Managed) or as eksctl writes it for self-managed groups
-// (Eksctl).
-func Render(_ context.Context, c userdata.Cluster, ng *v1alpha1.NodeGroup) ([]byte, error) {
+// (Eksctl). When the group names no AMI of its own, image is the release AMI the
+// controller chose for its family, which a managed group's nodes carry as the
+// eks.amazonaws.com/nodegroup-image label, as EKS labels them (seed 001).
+func Render(_ context.Context, c userdata.Cluster, ng *v1alpha1.NodeGroup, image string) ([]byte, error) {
 	t, err := Template(ng)
 	if err != nil {
 		return nil, err
+	}
+	if ng.Spec.Template.AMIID == "" {
+		t.ReleaseAMI = image
 	}
 	return userdata.Render(c, t)
 }
@@ -346,7 +352,11 @@ func (r *Reconciler) reconcile(ctx context.Context, st *state) error {
 // has it as its latest version.
 func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 	ng, t := st.ng, st.spec.Spec.Template
-	ud, err := r.opts.Render(ctx, r.opts.Cluster, st.spec)
+	image := t.AMIID
+	if image == "" {
+		image = r.opts.AMIs[t.AMIFamily]
+	}
+	ud, err := r.opts.Render(ctx, r.opts.Cluster, st.spec, image)
 	if err != nil {
 		// The spec must change: report it and wait.
 		st.issues = append(st.issues, v1alpha1.Issue{Code: v1alpha1.IssueEc2LaunchTemplateInvalidConfig, Message: "rendering user data: " + err.Error()})
@@ -355,13 +365,10 @@ func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 	}
 	clusterName := r.opts.Cluster.Name
 	d := &templateData{
-		ImageID: t.AMIID, UserData: ud, InstanceProfile: firstNonEmpty(t.InstanceProfile, r.opts.InstanceProfile),
+		ImageID: image, UserData: ud, InstanceProfile: firstNonEmpty(t.InstanceProfile, r.opts.InstanceProfile),
 		SecurityGroupIDs: t.SecurityGroupIDs,
 		Tags: map[string]string{"eks:cluster-name": clusterName, "eks:nodegroup-name": ng.Name,
 			"kubernetes.io/cluster/" + clusterName: "owned"},
-	}
-	if d.ImageID == "" {
-		d.ImageID = r.opts.AMIs[t.AMIFamily]
 	}
 	if len(d.SecurityGroupIDs) == 0 {
 		d.SecurityGroupIDs = r.opts.SecurityGroupIDs

@@ -38,6 +38,10 @@ func TestCreateAndScale(t *testing.T) {
 	if !strings.Contains(string(ud), "apiVersion: node.eks.aws/v1alpha1") || !strings.Contains(string(ud), "eks.amazonaws.com/nodegroup=ng1") {
 		t.Errorf("user data is not AL2023 NodeConfig for ng1:\n%s", ud)
 	}
+	// The image the controller chose is the release AMI EKS labels managed nodes with.
+	if !strings.Contains(string(ud), "eks.amazonaws.com/nodegroup-image=ami-0123456789abcdef0") {
+		t.Errorf("user data lacks the nodegroup-image label of the controller's AMI:\n%s", ud)
+	}
 	if aws.ToString(data.ImageId) != "ami-0123456789abcdef0" || string(data.InstanceType) != "m5.large" || aws.ToInt32(data.MetadataOptions.HttpPutResponseHopLimit) != 2 {
 		t.Errorf("launch template data = %+v", data)
 	}
