@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -277,11 +278,15 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 		return fmt.Errorf("cluster %s: start interrupted", o.name)
 	}
 	if !ready {
+		// The background process reported its failure and is now stopping what it
+		// started, which removes the cluster's state and its logs with it: wait for it,
+		// so that the cluster is gone when this command returns and the error does not
+		// point at a log file that is about to disappear.
 		select {
 		case err := <-exited:
 			return fmt.Errorf("cluster %s did not start (%w); see the messages above", o.name, err)
-		default:
-			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready; see %s", o.name, logf.Name())
+		case <-time.After(detachedStopWait):
+			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready and has not exited after %s; see %s", o.name, detachedStopWait, logf.Name())
 		}
 	}
 	c, err := sandbox.Get(o.name)
@@ -294,6 +299,10 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	}
 	return o.printSummary(cmd.OutOrStdout(), c, true, groups)
 }
+
+// detachedStopWait bounds the wait for a background process that failed to start a
+// cluster to stop it: its daemons get 30 s each to exit.
+const detachedStopWait = 2 * time.Minute
 
 // readyMarker is the last line the background process sends before closing the pipe.
 const readyMarker = "nodejoin: cluster ready"
