@@ -128,15 +128,7 @@ func (e *EC2) opDescribeDhcpOptions(_ context.Context, p *params, reqID string) 
 		if len(ids) > 0 && !slices.Contains(ids, id) {
 			continue
 		}
-		ok := true
-		for _, f := range filters {
-			if m, isTag := tagsMatch(nil, f); isTag {
-				ok = ok && m
-			} else {
-				ok = ok && matchAny(f, dhcpFilters[f.name](sets[id], e.AccountID))
-			}
-		}
-		if ok {
+		if matchesAll(filters, nil, func(name string) []string { return dhcpFilters[name](sets[id], e.AccountID) }) {
 			matching = append(matching, id)
 		}
 	}

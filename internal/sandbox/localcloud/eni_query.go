@@ -298,11 +298,19 @@ var eniFilters = map[string]func(n *NetworkInterface) []string{
 	},
 }
 
-func eniMatches(n *NetworkInterface, f ec2Filter) bool {
-	if ok, isTag := tagsMatch(n.Tags, f); isTag {
-		return ok
+// matchesAll reports whether an object matches every filter: tag filters against its
+// tags, the others against the values valuesOf gives for the filter's name.
+func matchesAll(filters []ec2Filter, tags map[string]string, valuesOf func(name string) []string) bool {
+	for _, f := range filters {
+		if m, isTag := tagsMatch(tags, f); isTag {
+			if !m {
+				return false
+			}
+		} else if !matchAny(f, valuesOf(f.name)) {
+			return false
+		}
 	}
-	return matchAny(f, eniFilters[f.name](n))
+	return true
 }
 
 var subnetFilters = map[string]func(s *subnetState, e *EC2) []string{
@@ -549,7 +557,7 @@ func (e *EC2) opDescribeNetworkInterfaces(_ context.Context, p *params, reqID st
 	var matching []string
 	for _, id := range keys {
 		n := e.enis[id]
-		if !slices.ContainsFunc(filters, func(f ec2Filter) bool { return !eniMatches(n, f) }) {
+		if matchesAll(filters, n.Tags, func(name string) []string { return eniFilters[name](n) }) {
 			matching = append(matching, id)
 		}
 	}
@@ -936,15 +944,7 @@ func (e *EC2) opDescribeSubnets(_ context.Context, p *params, reqID string) (any
 	var matching []string
 	for _, id := range keys {
 		s := e.subnets[id]
-		ok := true
-		for _, f := range filters {
-			if m, isTag := tagsMatch(s.Tags, f); isTag {
-				ok = ok && m
-			} else {
-				ok = ok && matchAny(f, subnetFilters[f.name](s, e))
-			}
-		}
-		if ok {
+		if matchesAll(filters, s.Tags, func(name string) []string { return subnetFilters[name](s, e) }) {
 			matching = append(matching, id)
 		}
 	}
