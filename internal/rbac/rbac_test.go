@@ -13,7 +13,7 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/rbac.yaml and deploy/crds/ from the code")
+var update = flag.Bool("update", false, "rewrite deploy/rbac.yaml, deploy/flowschema.yaml and deploy/crds/ from the code")
 
 // deploy/ ships exactly the roles the controller installs with --install-rbac, bound to
 // its service account, and the CRD it installs with --install-crds.
@@ -31,7 +31,12 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flowSchema, err := FlowSchemaYAML(&ServiceAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
+		"../../deploy/flowschema.yaml":                         flowSchema,
 		"../../deploy/rbac.yaml":                               rendered,
 		"../../deploy/rbac-addons.yaml":                        addonRoles,
 		"../../deploy/rbac-nodegroups.yaml":                    nodeGroupRoles,

@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -60,6 +61,7 @@ var deployKinds = map[string]struct {
 	"RoleBinding":         {"rbac.authorization.k8s.io/v1", true, func() any { return &rbacv1.RoleBinding{} }},
 	"ClusterRole":         {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRole{} }},
 	"ClusterRoleBinding":  {"rbac.authorization.k8s.io/v1", false, func() any { return &rbacv1.ClusterRoleBinding{} }},
+	"FlowSchema":          {"flowcontrol.apiserver.k8s.io/v1", false, func() any { return &flowcontrolv1.FlowSchema{} }},
 	// apiextensions types are not a dependency: checked as unstructured.
 	"CustomResourceDefinition": {"apiextensions.k8s.io/v1", false, func() any { return &unstructured.Unstructured{} }},
 }
