@@ -360,11 +360,9 @@ func newEC2Filter(name string, values []string) ec2Filter {
 	return f
 }
 
-// accepts reports whether a value matches one of the filter's values.
+// accepts reports whether a value matches one of the filter's values (a filter made
+// by newEC2Filter).
 func (f ec2Filter) accepts(have string) bool {
-	if f.exact == nil { // a filter not made by newEC2Filter
-		return slices.ContainsFunc(f.values, func(want string) bool { return globMatch(want, have) })
-	}
 	if _, ok := f.exact[have]; ok {
 		return true
 	}
