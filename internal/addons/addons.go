@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 )
 
 // Add-on names, as --addons takes them.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestNodeNameOfACustomDomainInstance is the webhook's half of issue 14's third defect
-// (internal/node's TestNodeNameIsEC2PrivateDNSName is nodeadm's): an instance in a VPC
+// (internal/nodeadm/bootstrap's TestNodeNameIsEC2PrivateDNSName is nodeadm's): an instance in a VPC
 // whose DHCP options set a custom domain has IMDS local-hostname
 // ip-10-0-0-1.corp.example.com, but EC2 names it ip-10-0-0-1.ec2.internal. The
 // webhook's username comes from EC2 (the inventory), which is the name nodeadm now gives

@@ -22,11 +22,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/pki"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -73,7 +73,7 @@ func serveWebhook(t *testing.T, w http.Handler) string {
 // kube-apiserver authenticates node identity tokens through the webhook: the real
 // apiserver, the SDK's presigned tokens, the local STS.
 func TestWebhookAuthenticatesNodes(t *testing.T) {
-	sts := localcloud.NewSTS("111122223333")
+	sts := localaws.NewSTS("111122223333")
 	stsSrv := httptest.NewTLSServer(sts)
 	defer stsSrv.Close()
 	stsClient := stsSrv.Client()

@@ -21,19 +21,19 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
 // stsFixture is the local STS on loopback TLS and a verifier that trusts it.
 type stsFixture struct {
-	sts  *localcloud.STS
+	sts  *localaws.STS
 	srv  *httptest.Server
 	host string
 }
 
 func newSTSFixture(t *testing.T) *stsFixture {
 	t.Helper()
-	s := localcloud.NewSTS("111122223333")
+	s := localaws.NewSTS("111122223333")
 	srv := httptest.NewTLSServer(s)
 	t.Cleanup(srv.Close)
 	return &stsFixture{sts: s, srv: srv, host: strings.TrimPrefix(srv.URL, "https://")}
@@ -45,7 +45,7 @@ func (f *stsFixture) verifier() *authn.Verifier {
 	return &authn.Verifier{ClusterID: "demo", STSHosts: []string{f.host}, HTTP: c}
 }
 
-func (f *stsFixture) credentials(t *testing.T, session, role string) localcloud.Credentials {
+func (f *stsFixture) credentials(t *testing.T, session, role string) localaws.Credentials {
 	t.Helper()
 	c, err := f.sts.InstanceCredentials(session, role)
 	if err != nil {
@@ -54,7 +54,7 @@ func (f *stsFixture) credentials(t *testing.T, session, role string) localcloud.
 	return c
 }
 
-func (f *stsFixture) mint(t *testing.T, c localcloud.Credentials) string {
+func (f *stsFixture) mint(t *testing.T, c localaws.Credentials) string {
 	t.Helper()
 	cfg := aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(f.srv.URL), HTTPClient: f.srv.Client(),
 		Credentials: credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.Token)}

@@ -19,7 +19,7 @@ import (
 
 	nodeconfigv1alpha1 "github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/pki"

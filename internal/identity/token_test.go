@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
-func mint(t *testing.T, srv *httptest.Server, c localcloud.Credentials, cluster string) string {
+func mint(t *testing.T, srv *httptest.Server, c localaws.Credentials, cluster string) string {
 	t.Helper()
 	cfg := aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL), HTTPClient: srv.Client(),
 		Credentials: credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.Token)}
@@ -52,7 +52,7 @@ func call(t *testing.T, srv *httptest.Server, token, cluster string) (int, strin
 
 // A token minted by the AWS SDK verifies at the local STS, for its cluster only.
 func TestTokenRoundTrip(t *testing.T) {
-	sts := localcloud.NewSTS("111122223333")
+	sts := localaws.NewSTS("111122223333")
 	srv := httptest.NewTLSServer(sts)
 	defer srv.Close()
 	creds, err := sts.InstanceCredentials("i-0123456789abcdef0", "nodes")
@@ -75,7 +75,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	if code, body := call(t, srv, mint(t, srv, forged, "demo"), "demo"); code != http.StatusForbidden || !strings.Contains(body, "SignatureDoesNotMatch") {
 		t.Errorf("forged token = %d %s", code, body)
 	}
-	unknown := localcloud.Credentials{AccessKeyID: "ASIAUNKNOWN", SecretAccessKey: "s", Token: "t"}
+	unknown := localaws.Credentials{AccessKeyID: "ASIAUNKNOWN", SecretAccessKey: "s", Token: "t"}
 	if code, body := call(t, srv, mint(t, srv, unknown, "demo"), "demo"); code != http.StatusForbidden || !strings.Contains(body, "InvalidClientTokenId") {
 		t.Errorf("unknown credentials = %d %s", code, body)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -42,8 +42,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 type cloud struct {
-	ec2   *localcloud.EC2
-	iam   *localcloud.IAM
+	ec2   *localaws.EC2
+	iam   *localaws.IAM
 	clock *fakeClock
 	inv   *EC2
 	// newInventory returns another inventory of the cloud, with other options.
@@ -84,8 +84,8 @@ func nodeName(n int) string { return fmt.Sprintf("ip-198-18-0-%d.us-west-2.compu
 // returns an inventory reading them through the SDK with one attempt per call.
 func newCloud(t *testing.T, ttl time.Duration, iamHandler func(http.Handler) http.Handler) *cloud {
 	t.Helper()
-	c := &cloud{ec2: localcloud.NewEC2(account), clock: &fakeClock{now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}}
-	c.iam = localcloud.NewIAM(account, c.ec2)
+	c := &cloud{ec2: localaws.NewEC2(account), clock: &fakeClock{now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}}
+	c.iam = localaws.NewIAM(account, c.ec2)
 	var ih http.Handler = c.iam
 	if iamHandler != nil {
 		ih = iamHandler(ih)
@@ -109,7 +109,7 @@ func newCloud(t *testing.T, ttl time.Duration, iamHandler func(http.Handler) htt
 
 func (c *cloud) launch(t *testing.T, n int, role string) {
 	t.Helper()
-	inst := localcloud.Instance{ID: instanceID(n), AvailabilityZone: "us-west-2a", PrivateIPv4: fmt.Sprintf("198.18.0.%d", n), Role: role}
+	inst := localaws.Instance{ID: instanceID(n), AvailabilityZone: "us-west-2a", PrivateIPv4: fmt.Sprintf("198.18.0.%d", n), Role: role}
 	if err := c.ec2.Launch(inst); err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +132,8 @@ func addrs(ss ...string) []netip.Addr {
 
 func TestEC2InstanceForNode(t *testing.T) {
 	c := newCloud(t, 0, nil)
-	inst := localcloud.Instance{ID: instanceID(1), AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.1", Role: "nodes", IPv6: []string{"2001:db8::1"}}
-	if err := c.ec2.Launch(inst, localcloud.WithPublicIPv4("203.0.113.1"), localcloud.WithSecondaryPrivateIPv4s("198.18.0.201")); err != nil {
+	inst := localaws.Instance{ID: instanceID(1), AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.1", Role: "nodes", IPv6: []string{"2001:db8::1"}}
+	if err := c.ec2.Launch(inst, localaws.WithPublicIPv4("203.0.113.1"), localaws.WithSecondaryPrivateIPv4s("198.18.0.201")); err != nil {
 		t.Fatal(err)
 	}
 	c.launch(t, 2, "nodes")
@@ -165,7 +165,7 @@ func TestEC2InstanceForNode(t *testing.T) {
 func TestEC2InstanceForNodeAmbiguous(t *testing.T) {
 	c := newCloud(t, 0, nil)
 	for n := 1; n <= 2; n++ {
-		inst := localcloud.Instance{ID: instanceID(n), PrivateIPv4: fmt.Sprintf("198.18.0.%d", n), PrivateDNSName: "twin.local.internal"}
+		inst := localaws.Instance{ID: instanceID(n), PrivateIPv4: fmt.Sprintf("198.18.0.%d", n), PrivateDNSName: "twin.local.internal"}
 		if err := c.ec2.Launch(inst); err != nil {
 			t.Fatal(err)
 		}

@@ -46,10 +46,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/cloudnode"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
-	"github.com/nodejoin/nodejoin/internal/nodeinit"
 	"github.com/nodejoin/nodejoin/internal/rbac"
 )
 
@@ -441,7 +441,7 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		}
 	}
 	if cfg.InitializeNodes && cfg.Nodes != nil {
-		ni := &nodeinit.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
+		ni := &cloudnode.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
 		}

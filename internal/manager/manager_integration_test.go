@@ -28,14 +28,14 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/rbac"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -78,11 +78,11 @@ func TestManagerAsDeployed(t *testing.T) {
 	// The local cloud, as `nodejoin up` runs it: STS, EC2 and IAM behind aws-sdk-go-v2.
 	var logs testenv.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	cloud, err := localcloud.StartCloud(ctx, account, env.Cluster.CA(), log)
+	cloud, err := localaws.StartCloud(ctx, account, env.Cluster.CA(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, inst := range []localcloud.Instance{
+	for _, inst := range []localaws.Instance{
 		{ID: idA, PrivateIPv4: "198.18.0.11", PrivateDNSName: nodeA, Role: "workers"},
 		{ID: idB, PrivateIPv4: "198.18.0.12", PrivateDNSName: nodeB, Role: "batch"},
 	} {

@@ -25,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // nodeLauncher plays EC2 and the kubelets for the local cloud's Auto Scaling: a launched
@@ -36,11 +36,11 @@ type nodeLauncher struct {
 	c      client.Client
 	mu     sync.Mutex
 	n      int
-	specs  map[string]localcloud.LaunchSpec
+	specs  map[string]localaws.LaunchSpec
 	failed []string
 }
 
-func (l *nodeLauncher) Launch(_ context.Context, spec localcloud.LaunchSpec) (string, error) {
+func (l *nodeLauncher) Launch(_ context.Context, spec localaws.LaunchSpec) (string, error) {
 	l.mu.Lock()
 	l.n++
 	id := fmt.Sprintf("i-%017x", l.n)
@@ -76,10 +76,10 @@ func TestIntegrationLocalCloud(t *testing.T) {
 	defer cancel()
 
 	const region = "us-west-2"
-	lt := localcloud.NewLaunchTemplates("111122223333")
-	as := localcloud.NewAutoScaling(localcloud.AutoScalingConfig{AccountID: "111122223333", Region: region, Templates: lt,
+	lt := localaws.NewLaunchTemplates("111122223333")
+	as := localaws.NewAutoScaling(localaws.AutoScalingConfig{AccountID: "111122223333", Region: region, Templates: lt,
 		Interval: 200 * time.Millisecond, RetryDelay: time.Second})
-	launcher := &nodeLauncher{t: t, c: c, specs: map[string]localcloud.LaunchSpec{}}
+	launcher := &nodeLauncher{t: t, c: c, specs: map[string]localaws.LaunchSpec{}}
 	as.SetLauncher(launcher)
 	asDone := make(chan struct{})
 	go func() { defer close(asDone); as.Run(ctx) }()
@@ -91,7 +91,7 @@ func TestIntegrationLocalCloud(t *testing.T) {
 	ec2c := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(ec2Srv.URL) })
 	asc := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(asSrv.URL) })
 	var subnets []string
-	for _, s := range localcloud.DefaultSubnets(region) {
+	for _, s := range localaws.DefaultSubnets(region) {
 		subnets = append(subnets, s.ID)
 	}
 

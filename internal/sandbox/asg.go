@@ -9,12 +9,12 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // asgLauncher launches the local cloud's Auto Scaling instances as local instances
-// (localcloud.Launcher): from their launch template's user data, type, instance
+// (localaws.Launcher): from their launch template's user data, type, instance
 // profile, zone and tags, with simulated kubelets unless Options.NodeGroupKubelet asks
 // for real ones. They share the provider of the cluster's other instances, so `nodejoin
 // get nodes` lists them, and nodejoin down terminates them.
@@ -32,21 +32,21 @@ func newASGLauncher(s *Sandbox) *asgLauncher {
 // Launch starts an instance and returns once EC2 shows it running; nodeadm (or the
 // simulated kubelet) then runs in the background, and the join is followed, as on
 // AWS, by whoever waits for the node.
-func (l *asgLauncher) Launch(ctx context.Context, ls localcloud.LaunchSpec) (string, error) {
+func (l *asgLauncher) Launch(ctx context.Context, ls localaws.LaunchSpec) (string, error) {
 	s := l.s
 	w, err := s.ensureWorkers(ctx, nil)
 	if err != nil {
-		return "", &localcloud.LaunchError{Code: "InternalFailure", Message: "The local instance provider is not available: " + err.Error()}
+		return "", &localaws.LaunchError{Code: "InternalFailure", Message: "The local instance provider is not available: " + err.Error()}
 	}
 	role := ""
 	if ls.IAMInstanceProfile != "" {
 		var ok bool
 		if role, ok = w.ctl.Cloud().IAM.InstanceProfileRole(ls.IAMInstanceProfile); !ok {
-			return "", &localcloud.LaunchError{Code: "InvalidParameterValue",
+			return "", &localaws.LaunchError{Code: "InvalidParameterValue",
 				Message: fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", ls.IAMInstanceProfile)}
 		}
 		if err := l.ensureAccess(ctx, w, role); err != nil {
-			return "", &localcloud.LaunchError{Code: "InternalFailure", Message: err.Error()}
+			return "", &localaws.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}
 	}
 	kind := instance.KubeletKind(s.opts.NodeGroupKubelet)
@@ -58,12 +58,12 @@ func (l *asgLauncher) Launch(ctx context.Context, ls localcloud.LaunchSpec) (str
 		Kubelet: kind, UserData: ls.UserData, Zone: ls.AvailabilityZone, ImageID: ls.ImageID,
 		Tags: ls.Tags, AutoScalingGroup: ls.GroupName,
 		// No SubnetID: every local instance takes its address from the one subnet that
-		// is the node range (localcloud.DefaultSubnetID), whatever zone Auto Scaling
+		// is the node range (localaws.DefaultSubnetID), whatever zone Auto Scaling
 		// placed it in; the group's per-zone subnets only spread it over zones.
 	}
 	inst, err := w.prov.Start(ctx, spec)
 	if err != nil {
-		return "", &localcloud.LaunchError{Code: "InternalFailure", Message: "The local instance could not start: " + err.Error()}
+		return "", &localaws.LaunchError{Code: "InternalFailure", Message: "The local instance could not start: " + err.Error()}
 	}
 	go func() {
 		// Like a real instance's boot: it outlives the request that launched it.

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )

@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // Report is a diagnosis of one node's join.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/addons"
+	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // NetworkState is what the node's network add-on (aws-node's ipamd) reports on its

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 

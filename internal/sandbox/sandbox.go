@@ -26,11 +26,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // Options configure a sandbox.
@@ -235,7 +235,7 @@ func (o *Options) complete() error {
 	if k := o.NodeGroupKubelet; k != "" && k != "sim" && k != "real" {
 		return &OptionError{"nodegroup-kubelet", k, "want real or sim"}
 	}
-	if d := o.DHCPDomainName; d != "" && localcloud.ValidateDHCPDomainName(d) != nil {
+	if d := o.DHCPDomainName; d != "" && localaws.ValidateDHCPDomainName(d) != nil {
 		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}
 	}
 	return o.Nodes.Validate()

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 )
 
 // step is one step of creating a cluster. Start runs creationSteps in order and stops

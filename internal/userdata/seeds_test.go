@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )

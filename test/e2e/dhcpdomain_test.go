@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+	"github.com/nodejoin/nodejoin/internal/netns"
 )
 
 // instanceIMDS is the SDK's IMDS client for a local instance's metadata endpoint, reached

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+	"github.com/nodejoin/nodejoin/internal/netns"
 )
 
 // requireRealKubelets skips unless this machine can run real kubelets in local

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/internal/addons"
+	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // clusterEC2 is the SDK's EC2 client for a local cluster's EC2, reached as instances

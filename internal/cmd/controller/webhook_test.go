@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/identity"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/pki"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -49,7 +49,7 @@ func TestWebhookRequiresItsInputs(t *testing.T) {
 // authenticates as the node its instance is.
 func TestWebhookCommand(t *testing.T) {
 	dir := t.TempDir()
-	sts := localcloud.NewSTS("111122223333")
+	sts := localaws.NewSTS("111122223333")
 	stsSrv := httptest.NewTLSServer(sts)
 	defer stsSrv.Close()
 	write := func(name string, data []byte) string {

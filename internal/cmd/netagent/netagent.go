@@ -20,10 +20,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/netagent/cniplugin"
+	"github.com/nodejoin/nodejoin/internal/netagent/hostsetup"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/hostnet"
-	"github.com/nodejoin/nodejoin/internal/netagent/nodeinit"
 )
 
 // PluginName is the CNI plugin's binary, which must be installed before the conflist
@@ -74,7 +74,7 @@ func initCommand() *cobra.Command {
 				return errors.New("--plugins-from is required: the directory in the image holding the CNI plugins")
 			}
 			self, _ := os.Executable()
-			rep, err := nodeinit.InstallPlugins(p.pluginsFrom, p.cniBinDir, filepath.Base(self))
+			rep, err := hostsetup.InstallPlugins(p.pluginsFrom, p.cniBinDir, filepath.Base(self))
 			if err != nil {
 				return err
 			}
@@ -84,7 +84,7 @@ func initCommand() *cobra.Command {
 					return err
 				}
 			}
-			changed, err := nodeinit.ApplySysctls(nodeinit.ProcSys{Root: procSys}, nodeinit.Sysctls(primaryIF, envTrue("DISABLE_TCP_EARLY_DEMUX")))
+			changed, err := hostsetup.ApplySysctls(hostsetup.ProcSys{Root: procSys}, hostsetup.Sysctls(primaryIF, envTrue("DISABLE_TCP_EARLY_DEMUX")))
 			if err != nil {
 				return err
 			}

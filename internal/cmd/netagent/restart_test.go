@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamrpc"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // TestHelperIpamd is not a test: TestKilledAndRestarted runs the test binary as
@@ -49,14 +49,14 @@ func TestHelperIpamd(t *testing.T) {
 // ready again every pod gets its address back, nothing is assigned twice and nothing
 // leaks; SIGTERM removes the conflist.
 func TestKilledAndRestarted(t *testing.T) {
-	e := localcloud.NewEC2("111122223333")
-	subnet := localcloud.Subnet{ID: "subnet-00000000000000001", VPCID: "vpc-00000000000000001", AvailabilityZone: "us-west-2a", CIDR: netip.MustParsePrefix("198.18.0.0/16")}
+	e := localaws.NewEC2("111122223333")
+	subnet := localaws.Subnet{ID: "subnet-00000000000000001", VPCID: "vpc-00000000000000001", AvailabilityZone: "us-west-2a", CIDR: netip.MustParsePrefix("198.18.0.0/16")}
 	if err := e.AddSubnet(subnet); err != nil {
 		t.Fatal(err)
 	}
-	inst := localcloud.Instance{ID: "i-0000000000000000b", Type: "m5.large", AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
+	inst := localaws.Instance{ID: "i-0000000000000000b", Type: "m5.large", AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
 		SubnetID: subnet.ID, VPCID: subnet.VPCID, VPCIPv4CIDRs: []string{"198.18.0.0/16"}}
-	if err := localcloud.InstanceDefaults(&inst); err != nil {
+	if err := localaws.InstanceDefaults(&inst); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Launch(inst); err != nil {
@@ -71,7 +71,7 @@ func TestKilledAndRestarted(t *testing.T) {
 		e.ServeHTTP(w, r)
 	}))
 	defer ec2Srv.Close()
-	imdsSrv := httptest.NewServer(localcloud.NewIMDS(inst, nil).WithEC2(e))
+	imdsSrv := httptest.NewServer(localaws.NewIMDS(inst, nil).WithEC2(e))
 	defer imdsSrv.Close()
 
 	dir := t.TempDir()

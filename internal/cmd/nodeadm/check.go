@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -42,7 +42,7 @@ func checkCommand() *cobra.Command {
 				}
 				return fmt.Errorf("%w: %d problem(s)", ErrInvalid, len(errs))
 			}
-			for _, s := range node.Ignored(loaded.Merged) {
+			for _, s := range bootstrap.Ignored(loaded.Merged) {
 				fmt.Fprintf(out, "warning: %s: %s\n", s.Field, s.Reason)
 			}
 			_, err = fmt.Fprintf(out, "ok: cluster %s at %s\n", loaded.Merged.Spec.Cluster.Name, loaded.Merged.Spec.Cluster.APIServerEndpoint)

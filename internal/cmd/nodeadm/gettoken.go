@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 )
 
 // execCredential is client.authentication.k8s.io's ExecCredential, as a credential
@@ -53,7 +53,7 @@ func getTokenCommand() *cobra.Command {
 				return fmt.Errorf("loading AWS configuration: %w", err)
 			}
 			if cfg.Region == "" {
-				out, err := node.NewIMDSClient().GetRegion(ctx, &imds.GetRegionInput{})
+				out, err := bootstrap.NewIMDSClient().GetRegion(ctx, &imds.GetRegionInput{})
 				if err != nil {
 					return fmt.Errorf("finding the region (give --region): %w", err)
 				}

@@ -13,28 +13,28 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/node"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 )
 
 // On an emulated instance, get-token takes the role credentials that IMDS serves (issued
 // by the local STS) and prints a token that the STS verifies as that instance's role.
 func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
-	sts := localcloud.NewSTS("111122223333")
+	sts := localaws.NewSTS("111122223333")
 	stsSrv := httptest.NewTLSServer(sts)
 	defer stsSrv.Close()
 	bundle := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: stsSrv.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inst := localcloud.Instance{ID: "i-0123456789abcdef0", Type: "m5.large", PrivateIPv4: "198.18.0.11", Role: "nodes"}
-	if err := localcloud.InstanceDefaults(&inst); err != nil {
+	inst := localaws.Instance{ID: "i-0123456789abcdef0", Type: "m5.large", PrivateIPv4: "198.18.0.11", Role: "nodes"}
+	if err := localaws.InstanceDefaults(&inst); err != nil {
 		t.Fatal(err)
 	}
-	imdsSrv := httptest.NewServer(localcloud.NewIMDS(inst, sts))
+	imdsSrv := httptest.NewServer(localaws.NewIMDS(inst, sts))
 	defer imdsSrv.Close()
 	for k, v := range map[string]string{
-		node.EnvIMDSEndpoint: imdsSrv.URL, "AWS_ENDPOINT_URL_STS": stsSrv.URL, "AWS_CA_BUNDLE": bundle,
+		bootstrap.EnvIMDSEndpoint: imdsSrv.URL, "AWS_ENDPOINT_URL_STS": stsSrv.URL, "AWS_CA_BUNDLE": bundle,
 		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
 		"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
 		"KUBERNETES_EXEC_INFO": `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}`,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 )
 
 const localStorageWarning = "spec.instance.localStorage: local storage setup (bootstrap.sh --local-disks) is not implemented yet"
@@ -90,7 +90,7 @@ func TestInitCachesTheKubeletVersion(t *testing.T) {
 	if runs() != 1 || !strings.Contains(out, "cached=true") {
 		t.Errorf("kubelet asked %d times over three boots, want 1:\n%s", runs(), out)
 	}
-	if _, err := os.Stat(filepath.Join(root, node.KubeletVersionCachePath)); err != nil {
+	if _, err := os.Stat(filepath.Join(root, bootstrap.KubeletVersionCachePath)); err != nil {
 		t.Errorf("cache file: %v", err)
 	}
 
@@ -105,7 +105,7 @@ func TestInitCachesTheKubeletVersion(t *testing.T) {
 	if runs() != 2 {
 		t.Errorf("kubelet asked %d times, want 2 after the upgrade", runs())
 	}
-	cfg, err := os.ReadFile(filepath.Join(root, node.KubeletConfigPath))
+	cfg, err := os.ReadFile(filepath.Join(root, bootstrap.KubeletConfigPath))
 	if err != nil {
 		t.Fatal(err)
 	}

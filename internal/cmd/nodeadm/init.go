@@ -15,8 +15,8 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/logging"
-	"github.com/nodejoin/nodejoin/internal/node"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -77,15 +77,15 @@ func (o *initOptions) validate() error {
 		}
 	}
 	for _, d := range o.daemons {
-		if !slices.Contains(node.Daemons, d) {
-			return fmt.Errorf("--daemon %q: want one of %s", d, strings.Join(node.Daemons, ", "))
+		if !slices.Contains(bootstrap.Daemons, d) {
+			return fmt.Errorf("--daemon %q: want one of %s", d, strings.Join(bootstrap.Daemons, ", "))
 		}
 	}
 	if o.manager != "" && o.manager != "systemd" && o.manager != "process" {
 		return fmt.Errorf("--daemon-manager %q: want systemd or process", o.manager)
 	}
 	if o.root == "/" && os.Geteuid() != 0 {
-		return fmt.Errorf("%w: nodeadm init configures this host (or give --root for a directory)", node.ErrNotRoot)
+		return fmt.Errorf("%w: nodeadm init configures this host (or give --root for a directory)", bootstrap.ErrNotRoot)
 	}
 	if o.bootstrapToken == "" {
 		o.bootstrapToken = os.Getenv("NODEADM_BOOTSTRAP_TOKEN")
@@ -108,9 +108,9 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	c := newCloud(out)
 	var (
-		loaded   *node.Loaded
-		md       *node.Metadata
-		rendered *node.Rendered
+		loaded   *bootstrap.Loaded
+		md       *bootstrap.Metadata
+		rendered *bootstrap.Rendered
 	)
 	if err := step(out, "configuration loaded", func() error {
 		var err error
@@ -143,7 +143,7 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 			if token == "" {
 				token = loaded.BootstrapToken
 			}
-			rendered, err = node.Render(loaded.Merged, md, node.Options{
+			rendered, err = bootstrap.Render(loaded.Merged, md, bootstrap.Options{
 				Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
 				InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
 				BootstrapToken: token, CNIBinDir: o.cniBinDir,
@@ -175,7 +175,7 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 		return nil
 	}
 	mgr := o.daemonManager()
-	for _, d := range node.Daemons {
+	for _, d := range bootstrap.Daemons {
 		if len(o.daemons) > 0 && !slices.Contains(o.daemons, d) {
 			continue
 		}
@@ -188,12 +188,12 @@ func (o *initOptions) run(ctx context.Context, out io.Writer) error {
 
 // warnIgnored logs the settings that validate but that init does not apply yet.
 func warnIgnored(ctx context.Context, cfg *v1alpha1.NodeConfig) {
-	for _, s := range node.Ignored(cfg) {
+	for _, s := range bootstrap.Ignored(cfg) {
 		logging.FromContext(ctx).Warn("setting ignored", "field", s.Field, "reason", s.Reason)
 	}
 }
 
-func (o *initOptions) daemonManager() node.DaemonManager {
+func (o *initOptions) daemonManager() bootstrap.DaemonManager {
 	manager := o.manager
 	if manager == "" {
 		manager = "process"
@@ -202,9 +202,9 @@ func (o *initOptions) daemonManager() node.DaemonManager {
 		}
 	}
 	if manager == "systemd" {
-		return node.SystemdManager{}
+		return bootstrap.SystemdManager{}
 	}
-	return node.ProcessManager{Root: o.root, Binaries: map[string]string{node.Kubelet: o.kubeletPath, node.Containerd: o.containerdPath}}
+	return bootstrap.ProcessManager{Root: o.root, Binaries: map[string]string{bootstrap.Kubelet: o.kubeletPath, bootstrap.Containerd: o.containerdPath}}
 }
 
 var versionRE = regexp.MustCompile(`v?([0-9]+\.[0-9]+\.[0-9]+)`)
@@ -224,7 +224,7 @@ func (o *initOptions) detectKubeletVersion(ctx context.Context) (string, error) 
 			bin = "kubelet"
 		}
 		log := logging.FromContext(ctx)
-		a, err := node.KubeletVersion(ctx, bin, filepath.Join(o.root, node.KubeletVersionCachePath))
+		a, err := bootstrap.KubeletVersion(ctx, bin, filepath.Join(o.root, bootstrap.KubeletVersionCachePath))
 		if err != nil {
 			return "", fmt.Errorf("finding the kubelet's version (give --kubelet-version): %w", err)
 		}

@@ -6,36 +6,36 @@ import (
 	"io"
 	"sync"
 
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
 // cloud reads instance metadata once, when something first needs it.
 type cloud struct {
-	imds     *node.IMDS
+	imds     *bootstrap.IMDS
 	progress io.Writer
 
 	once sync.Once
-	md   *node.Metadata
+	md   *bootstrap.Metadata
 	err  error
 }
 
 func newCloud(progress io.Writer) *cloud {
-	return &cloud{imds: &node.IMDS{Client: node.NewIMDSClient()}, progress: progress}
+	return &cloud{imds: &bootstrap.IMDS{Client: bootstrap.NewIMDSClient()}, progress: progress}
 }
 
-func (c *cloud) metadata(ctx context.Context) (*node.Metadata, error) {
+func (c *cloud) metadata(ctx context.Context) (*bootstrap.Metadata, error) {
 	c.once.Do(func() {
 		if c.md, c.err = c.imds.Metadata(ctx); c.err != nil {
 			return
 		}
 		// The node's name is EC2's private DNS name, as the control plane sees it.
-		api, err := node.NewEC2Client(ctx, c.md.Region)
+		api, err := bootstrap.NewEC2Client(ctx, c.md.Region)
 		if err != nil {
 			c.err = err
 			return
 		}
-		warning, err := node.ResolvePrivateDNSName(ctx, c.md, api, node.PrivateDNSOptions{})
+		warning, err := bootstrap.ResolvePrivateDNSName(ctx, c.md, api, bootstrap.PrivateDNSOptions{})
 		if err != nil {
 			c.err = fmt.Errorf("finding the node's name: %w", err)
 			return
@@ -47,12 +47,12 @@ func (c *cloud) metadata(ctx context.Context) (*node.Metadata, error) {
 	return c.md, c.err
 }
 
-func (c *cloud) resolver(ctx context.Context) (*node.CloudResolver, error) {
+func (c *cloud) resolver(ctx context.Context) (*bootstrap.CloudResolver, error) {
 	md, err := c.metadata(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &node.CloudResolver{Metadata: md, Progress: func(format string, args ...any) {
+	return &bootstrap.CloudResolver{Metadata: md, Progress: func(format string, args ...any) {
 		fmt.Fprintf(c.progress, "  "+format+"\n", args...)
 	}}, nil
 }
@@ -75,6 +75,6 @@ func (c *cloud) VPCIPv4CIDRs(ctx context.Context) ([]string, error) {
 	return r.VPCIPv4CIDRs(ctx)
 }
 
-func (c *cloud) load(ctx context.Context, sources []string) (*node.Loaded, error) {
-	return node.Load(ctx, sources, node.Environment{IMDS: c.imds, Resolver: c})
+func (c *cloud) load(ctx context.Context, sources []string) (*bootstrap.Loaded, error) {
+	return bootstrap.Load(ctx, sources, bootstrap.Environment{IMDS: c.imds, Resolver: c})
 }

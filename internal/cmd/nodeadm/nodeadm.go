@@ -1,7 +1,7 @@
 // Package nodeadm is the node agent's command line: it runs on every node at boot.
 //
 // It is over 600 lines because it holds every nodeadm command (init, config check and
-// dump, userdata explain, get-token), one file each; the work itself is in internal/node.
+// dump, userdata explain, get-token), one file each; the work itself is in internal/nodeadm/bootstrap.
 package nodeadm
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 )
 
 // Run runs nodeadm with args.
@@ -47,6 +47,6 @@ type sourceOptions struct {
 }
 
 func (o *sourceOptions) bind(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVarP(&o.sources, "config-source", "c", []string{node.DefaultSource},
+	cmd.Flags().StringArrayVarP(&o.sources, "config-source", "c", []string{bootstrap.DefaultSource},
 		"where to read configuration, in order, later sources winning: imds://user-data, or file://PATH (a file, or a directory of .yaml/.yml/.json files)")
 }

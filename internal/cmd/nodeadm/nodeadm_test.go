@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 	"github.com/nodejoin/nodejoin/internal/process"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 const seeds = "../../userdata/testdata/seeds/"
@@ -22,21 +22,21 @@ const seeds = "../../userdata/testdata/seeds/"
 // seed clusters, and points the AWS SDK at both.
 func cloudFor(tb testing.TB, userData []byte) {
 	tb.Helper()
-	inst := localcloud.Instance{Type: "m5.large", PrivateIPv4: "198.18.0.11", VPCIPv4CIDRs: []string{"198.18.0.0/16"}, UserData: userData}
-	if err := localcloud.InstanceDefaults(&inst); err != nil {
+	inst := localaws.Instance{Type: "m5.large", PrivateIPv4: "198.18.0.11", VPCIPv4CIDRs: []string{"198.18.0.0/16"}, UserData: userData}
+	if err := localaws.InstanceDefaults(&inst); err != nil {
 		tb.Fatal(err)
 	}
-	imds := httptest.NewServer(localcloud.NewIMDS(inst, nil))
+	imds := httptest.NewServer(localaws.NewIMDS(inst, nil))
 	tb.Cleanup(imds.Close)
 	ca, err := os.ReadFile(seeds + "ca.pem")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	eks := httptest.NewServer(localcloud.NewEKS(localcloud.Cluster{
+	eks := httptest.NewServer(localaws.NewEKS(localaws.Cluster{
 		Name: "bys-dev-eks-main", Endpoint: "https://bys.example", CertificatePEM: ca, ServiceIPv4CIDR: "172.20.0.0/16", IPFamily: "ipv4",
 	}))
 	tb.Cleanup(eks.Close)
-	tb.Setenv(node.EnvIMDSEndpoint, imds.URL)
+	tb.Setenv(bootstrap.EnvIMDSEndpoint, imds.URL)
 	tb.Setenv("AWS_ENDPOINT_URL_EKS", eks.URL)
 	tb.Setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL")
 	tb.Setenv("AWS_SECRET_ACCESS_KEY", "local-secret")
@@ -69,23 +69,23 @@ func TestInitWritesTheNodeFilesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, p := range []string{node.CAPath, node.KubeletConfigPath, node.KubeletDropInPath, node.KubeconfigPath, node.KubeletEnvPath, node.ContainerdConfigPath} {
+	for _, p := range []string{bootstrap.CAPath, bootstrap.KubeletConfigPath, bootstrap.KubeletDropInPath, bootstrap.KubeconfigPath, bootstrap.KubeletEnvPath, bootstrap.ContainerdConfigPath} {
 		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 			t.Errorf("%s not written: %v", p, err)
 		}
 	}
-	cfg, _ := os.ReadFile(filepath.Join(root, node.KubeletConfigPath))
+	cfg, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletConfigPath))
 	// m5.large: 29 pods → 574Mi; the providerID names the emulated instance.
 	for _, want := range []string{`"maxPods": 29`, `"memory": "574Mi"`, `"providerID": "aws:///us-west-2a/i-`, `"172.20.0.10"`} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config.json lacks %s", want)
 		}
 	}
-	dropIn, _ := os.ReadFile(filepath.Join(root, node.KubeletDropInPath))
+	dropIn, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletDropInPath))
 	if !strings.Contains(string(dropIn), `"maxPods": 17`) {
 		t.Errorf("drop-in lacks the user's maxPods:\n%s", dropIn)
 	}
-	env, _ := os.ReadFile(filepath.Join(root, node.KubeletEnvPath))
+	env, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletEnvPath))
 	if !strings.Contains(string(env), "--hostname-override=ip-198-18-0-11.us-west-2.compute.internal") || !strings.Contains(string(env), "--node-labels=eks.amazonaws.com/nodegroup-image=ami-057051082a0861071") {
 		t.Errorf("environment = %s", env)
 	}
@@ -106,7 +106,7 @@ func TestInitDescribesAClusterNamedOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	kc, _ := os.ReadFile(filepath.Join(root, node.KubeconfigPath))
+	kc, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeconfigPath))
 	if !strings.Contains(string(kc), "server: https://bys.example") || !strings.Contains(string(kc), "- bys-dev-eks-main") {
 		t.Errorf("kubeconfig:\n%s", kc)
 	}
@@ -118,7 +118,7 @@ func TestInitRefusesAnInvalidConfigAndKeepsFiles(t *testing.T) {
 	if out, err := run(t, "init", "--root", root, "--skip", "run", "--kubelet-version", "v1.37.1"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	before, _ := os.ReadFile(filepath.Join(root, node.KubeletConfigPath))
+	before, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletConfigPath))
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    cidr: 10.0.0.0/8\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestInitRefusesAnInvalidConfigAndKeepsFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "spec.cluster.cidr") {
 		t.Fatalf("init with a VPC CIDR: %v\n%s", err, out)
 	}
-	after, _ := os.ReadFile(filepath.Join(root, node.KubeletConfigPath))
+	after, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletConfigPath))
 	if !bytes.Equal(before, after) {
 		t.Error("a failed init changed config.json")
 	}
@@ -226,7 +226,7 @@ exec sleep 300
 	kubelet := stub(t, bins, "kubelet", "echo kubelet \"$@\"\nexec sleep 300\n")
 	args := []string{"init", "--root", root, "--kubelet-version", "v1.37.1", "--daemon-manager", "process", "--containerd-path", containerd, "--kubelet-path", kubelet}
 	t.Cleanup(func() {
-		for _, d := range node.Daemons {
+		for _, d := range bootstrap.Daemons {
 			if data, err := os.ReadFile(filepath.Join(root, "run/nodeadm", d+".pid")); err == nil {
 				var id process.Identity
 				if _, err := fmtSscan(string(data), &id); err == nil {
@@ -242,12 +242,12 @@ exec sleep 300
 	if !strings.Contains(out, "✓ containerd running") || !strings.Contains(out, "✓ kubelet running") {
 		t.Errorf("output:\n%s", out)
 	}
-	first := pidOf(t, root, node.Kubelet)
+	first := pidOf(t, root, bootstrap.Kubelet)
 	if !first.Alive() {
 		t.Fatal("kubelet not running")
 	}
 	log, _ := os.ReadFile(filepath.Join(root, "var/log/kubelet.log"))
-	if !strings.Contains(string(log), "--config="+filepath.Join(root, node.KubeletConfigPath)) {
+	if !strings.Contains(string(log), "--config="+filepath.Join(root, bootstrap.KubeletConfigPath)) {
 		t.Errorf("kubelet log:\n%s", log)
 	}
 	if out, err := run(t, args...); err != nil {
@@ -260,7 +260,7 @@ exec sleep 300
 	if first.Alive() {
 		t.Error("the first kubelet still runs after a second init")
 	}
-	if second := pidOf(t, root, node.Kubelet); second == first || !second.Alive() {
+	if second := pidOf(t, root, bootstrap.Kubelet); second == first || !second.Alive() {
 		t.Error("no new kubelet after a second init")
 	}
 }
@@ -294,12 +294,12 @@ func TestInitWithABootstrapTokenPart(t *testing.T) {
 	if strings.Contains(out, "0123456789abcdef") {
 		t.Error("init printed the bootstrap token")
 	}
-	st, err := os.Stat(filepath.Join(root, node.BootstrapKubeconfigPath))
+	st, err := os.Stat(filepath.Join(root, bootstrap.BootstrapKubeconfigPath))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("bootstrap kubeconfig: %v, mode %v", err, st)
 	}
-	env, _ := os.ReadFile(filepath.Join(root, node.KubeletEnvPath))
-	if !strings.Contains(string(env), "--bootstrap-kubeconfig="+filepath.Join(root, node.BootstrapKubeconfigPath)) {
+	env, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletEnvPath))
+	if !strings.Contains(string(env), "--bootstrap-kubeconfig="+filepath.Join(root, bootstrap.BootstrapKubeconfigPath)) {
 		t.Errorf("environment = %s", env)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/sandbox/bench"
+	"github.com/nodejoin/nodejoin/internal/bench"
 )
 
 func benchCommand() *cobra.Command {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/bench"
+	"github.com/nodejoin/nodejoin/internal/bench"
 )
 
 func benchSample(approver string, scale float64) *bench.Report {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
 func serveCommand() *cobra.Command {
@@ -35,7 +35,7 @@ func deprecatedIMDSCommand() *cobra.Command {
 func serveIMDSCommand(use string) *cobra.Command {
 	var (
 		listen, userDataFile string
-		inst                 localcloud.Instance
+		inst                 localaws.Instance
 		vpcCIDRs             []string
 	)
 	cmd := &cobra.Command{
@@ -56,7 +56,7 @@ func serveIMDSCommand(use string) *cobra.Command {
 				inst.UserData = data
 			}
 			inst.VPCIPv4CIDRs = vpcCIDRs
-			if err := localcloud.InstanceDefaults(&inst); err != nil {
+			if err := localaws.InstanceDefaults(&inst); err != nil {
 				return err
 			}
 			return serveIMDS(cmd.Context(), cmd, listen, inst)
@@ -76,13 +76,13 @@ func serveIMDSCommand(use string) *cobra.Command {
 	return cmd
 }
 
-func serveIMDS(ctx context.Context, cmd *cobra.Command, listen string, inst localcloud.Instance) error {
+func serveIMDS(ctx context.Context, cmd *cobra.Command, listen string, inst localaws.Instance) error {
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", listen, err)
 	}
-	srv := &http.Server{Handler: localcloud.NewIMDS(inst, nil), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localaws.NewIMDS(inst, nil), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "Serving instance metadata of %s (%s, %s) on http://%s\n", inst.ID, inst.Type, inst.PrivateIPv4, l.Addr())
 	fmt.Fprintf(cmd.OutOrStdout(), "Use it: AWS_EC2_METADATA_SERVICE_ENDPOINT=http://%s nodeadm ...\n", l.Addr())
 	return httpserver.Serve(ctx, srv, l)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 )
@@ -24,7 +24,7 @@ import (
 type ngTarget struct {
 	name    string
 	cluster sandbox.Cluster
-	client  *nodegroupctl.Client
+	client  *client.Client
 }
 
 func connect(name string) (*ngTarget, error) {
@@ -32,7 +32,7 @@ func connect(name string) (*ngTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := nodegroupctl.New(c.Kubeconfig, name)
+	cl, err := client.New(c.Kubeconfig, name)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +40,8 @@ func connect(name string) (*ngTarget, error) {
 }
 
 // account says where the cluster's groups live, for describe.
-func (t *ngTarget) account() nodegroupctl.Account {
-	a := nodegroupctl.Account{Cluster: t.name, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
+func (t *ngTarget) account() client.Account {
+	a := client.Account{Cluster: t.name, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
 		NodeRole: sandbox.NodeRoleName(t.name)}
 	if cfg, err := clientcmd.BuildConfigFromFlags("", t.cluster.Kubeconfig); err == nil {
 		if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
@@ -70,7 +70,7 @@ func readInput(cmd *cobra.Command, path string) ([]byte, string, error) {
 }
 
 // clusterName is --name, or the eksctl file's metadata.name when --name is not given.
-func clusterName(cmd *cobra.Command, name string, l *nodegroupctl.Loaded) string {
+func clusterName(cmd *cobra.Command, name string, l *client.Loaded) string {
 	if !cmd.Flags().Changed("name") && l.Cluster != "" {
 		return l.Cluster
 	}
@@ -129,7 +129,7 @@ func (o *createOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	l, err := nodegroupctl.Load(data, source)
+	l, err := client.Load(data, source)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func createGroups(ctx context.Context, t *ngTarget, groups []v1alpha1.NodeGroup,
 		fmt.Fprintf(out, "Created %s; follow them with: nodejoin get nodegroup --name %s\n", plural(len(created), "node group"), t.name)
 		return nil
 	}
-	final, err := waitAll(ctx, t, created, nodegroupctl.Created, 0, timeout, errOut)
+	final, err := waitAll(ctx, t, created, client.Created, 0, timeout, errOut)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func createGroups(ctx context.Context, t *ngTarget, groups []v1alpha1.NodeGroup,
 }
 
 // waitAll follows the groups until each reaches goal, printing their progress.
-func waitAll(ctx context.Context, t *ngTarget, names []string, goal nodegroupctl.Goal, gen int64, timeout time.Duration, w io.Writer) ([]v1alpha1.NodeGroup, error) {
+func waitAll(ctx context.Context, t *ngTarget, names []string, goal client.Goal, gen int64, timeout time.Duration, w io.Writer) ([]v1alpha1.NodeGroup, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -189,7 +189,7 @@ func waitAll(ctx context.Context, t *ngTarget, names []string, goal nodegroupctl
 		g.Go(func() error {
 			watch := &progressWatch{start: time.Now()}
 			last, err := t.client.Wait(gctx, name,
-				func(ng *v1alpha1.NodeGroup) (bool, error) { return nodegroupctl.Reached(goal, gen, ng) },
+				func(ng *v1alpha1.NodeGroup) (bool, error) { return client.Reached(goal, gen, ng) },
 				func(ng *v1alpha1.NodeGroup) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -218,13 +218,13 @@ func waitAll(ctx context.Context, t *ngTarget, names []string, goal nodegroupctl
 	return final, nil
 }
 
-func timeoutError(name, cluster string, goal nodegroupctl.Goal, timeout time.Duration, last *v1alpha1.NodeGroup) error {
+func timeoutError(name, cluster string, goal client.Goal, timeout time.Duration, last *v1alpha1.NodeGroup) error {
 	state := "never read"
 	if last != nil {
-		state = stateText(last) + "; " + nodegroupctl.IssuesText(last)
+		state = stateText(last) + "; " + client.IssuesText(last)
 	}
-	what := map[nodegroupctl.Goal]string{nodegroupctl.Created: "become ACTIVE", nodegroupctl.Scaled: "reach its size",
-		nodegroupctl.Upgraded: "finish its update", nodegroupctl.Deleted: "be deleted"}[goal]
+	what := map[client.Goal]string{client.Created: "become ACTIVE", client.Scaled: "reach its size",
+		client.Upgraded: "finish its update", client.Deleted: "be deleted"}[goal]
 	return fmt.Errorf("node group %s did not %s within %s (last seen: %s); the controller keeps working on it: follow it with `nodejoin describe nodegroup %s --name %s`, see why a node does not join with `nodejoin diagnose node --name %s NODE`, or wait longer with --timeout",
 		name, what, timeout, state, name, cluster, cluster)
 }
@@ -303,7 +303,7 @@ func describeNodeGroupCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d := nodegroupctl.Describe(ng, t.account())
+			d := client.Describe(ng, t.account())
 			if output != outputText {
 				return printStructured(cmd.OutOrStdout(), output, d)
 			}
@@ -348,7 +348,7 @@ func scaleNodeGroupCommand() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			var s nodegroupctl.Sizes
+			var s client.Sizes
 			flags := cmd.Flags()
 			if flags.Changed("nodes") {
 				s.Desired = &nodes
@@ -376,11 +376,11 @@ func scaleNodeGroupCommand() *cobra.Command {
 			if !wait {
 				return nil
 			}
-			final, err := waitAll(cmd.Context(), t, []string{args[0]}, nodegroupctl.Scaled, res.Generation, timeout, cmd.ErrOrStderr())
+			final, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Scaled, res.Generation, timeout, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			return printGroupsSummary(out, output, t, final, fmt.Sprintf("Node group %s scaled to %s in %s.", args[0], plural(int(nodegroupctl.DesiredSize(&final[0])), "Ready node"), round(time.Since(start))))
+			return printGroupsSummary(out, output, t, final, fmt.Sprintf("Node group %s scaled to %s in %s.", args[0], plural(int(client.DesiredSize(&final[0])), "Ready node"), round(time.Since(start))))
 		},
 	}
 	nameFlag(cmd, &name)
@@ -436,7 +436,7 @@ func upgradeNodeGroupCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				l, err := nodegroupctl.Load(data, source)
+				l, err := client.Load(data, source)
 				if err != nil {
 					return err
 				}
@@ -469,7 +469,7 @@ func upgradeNodeGroupCommand() *cobra.Command {
 			if !wait {
 				return nil
 			}
-			final, err := waitAll(cmd.Context(), t, []string{args[0]}, nodegroupctl.Upgraded, res.Generation, timeout, cmd.ErrOrStderr())
+			final, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Upgraded, res.Generation, timeout, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -527,7 +527,7 @@ func deleteNodeGroupCommand() *cobra.Command {
 			if !wait {
 				return nil
 			}
-			if _, err := waitAll(cmd.Context(), t, []string{args[0]}, nodegroupctl.Deleted, 0, timeout, cmd.ErrOrStderr()); err != nil {
+			if _, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Deleted, 0, timeout, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(out, "Node group %s deleted in %s.\n", args[0], round(time.Since(start)))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
-	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 )
 
 func plural(n int, what string) string {
@@ -25,7 +25,7 @@ func plural(n int, what string) string {
 }
 
 // printIgnored lists the eksctl fields nodejoin does not use.
-func printIgnored(w io.Writer, l *nodegroupctl.Loaded) {
+func printIgnored(w io.Writer, l *client.Loaded) {
 	if len(l.Ignored) == 0 {
 		return
 	}
@@ -94,8 +94,8 @@ func groupLine(ng *v1alpha1.NodeGroup) string {
 		capacity = v1alpha1.CapacityOnDemand
 	}
 	line := fmt.Sprintf("node group %s: %s (min %d, max %d) of %s, %s, %s", ng.Name,
-		plural(int(nodegroupctl.DesiredSize(ng)), "node"), s.MinSize, s.MaxSize,
-		strings.Join(nodegroupctl.InstanceTypes(ng), ","), family, capacity)
+		plural(int(client.DesiredSize(ng)), "node"), s.MinSize, s.MaxSize,
+		strings.Join(client.InstanceTypes(ng), ","), family, capacity)
 	if typ := ng.Labels[eksctl.LabelNodeGroupType]; typ != "" {
 		line += " (eksctl " + typ + ")"
 	}
@@ -109,7 +109,7 @@ func stateText(ng *v1alpha1.NodeGroup) string {
 	if phase == "" {
 		phase = "PENDING"
 	}
-	want := nodegroupctl.DesiredSize(ng)
+	want := client.DesiredSize(ng)
 	s := fmt.Sprintf("%s, %d/%d Ready", phase, st.ReadySize, want)
 	if n := len(st.Instances); n != int(want) {
 		s += fmt.Sprintf(", %s", plural(n, "instance"))
@@ -120,12 +120,12 @@ func stateText(ng *v1alpha1.NodeGroup) string {
 	return s
 }
 
-func reachedText(goal nodegroupctl.Goal, ng *v1alpha1.NodeGroup) string {
+func reachedText(goal client.Goal, ng *v1alpha1.NodeGroup) string {
 	if ng == nil {
 		return "deleted"
 	}
 	s := stateText(ng)
-	if goal == nodegroupctl.Upgraded && ng.Status.LaunchTemplate != nil {
+	if goal == client.Upgraded && ng.Status.LaunchTemplate != nil {
 		s += ", launch template version " + ng.Status.LaunchTemplate.Version
 	}
 	return s
@@ -231,7 +231,7 @@ func printNodeGroups(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 	fmt.Fprintln(tw, "CLUSTER\tNODEGROUP\tSTATUS\tCREATED\tMIN SIZE\tMAX SIZE\tDESIRED CAPACITY\tINSTANCE TYPE\tIMAGE ID\tASG NAME\tTYPE")
 	for i := range groups {
 		ng := &groups[i]
-		image := nodegroupctl.AMIType(ng)
+		image := client.AMIType(ng)
 		if ng.Spec.Template.AMIID != "" {
 			image = ng.Spec.Template.AMIID
 		}
@@ -242,7 +242,7 @@ func printNodeGroups(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 		status := string(ng.Status.Phase)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", cluster, ng.Name, dash(status),
 			ng.CreationTimestamp.UTC().Format(time.RFC3339), ng.Spec.Scaling.MinSize, ng.Spec.Scaling.MaxSize,
-			nodegroupctl.DesiredSize(ng), strings.Join(nodegroupctl.InstanceTypes(ng), ","), image,
+			client.DesiredSize(ng), strings.Join(client.InstanceTypes(ng), ","), image,
 			dash(ng.Status.AutoScalingGroupName), typ)
 	}
 	_ = tw.Flush()
@@ -253,9 +253,9 @@ func printNodeGroups(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 func printGroupsSummary(w io.Writer, format string, t *ngTarget, groups []v1alpha1.NodeGroup, sentence string) error {
 	if format != outputText {
 		acct := t.account()
-		ds := make([]nodegroupctl.Description, len(groups))
+		ds := make([]client.Description, len(groups))
 		for i := range groups {
-			ds[i] = nodegroupctl.Describe(&groups[i], acct)
+			ds[i] = client.Describe(&groups[i], acct)
 		}
 		return printStructured(w, format, ds)
 	}
@@ -275,7 +275,7 @@ func scalingChange(before, after v1alpha1.ScalingConfig) string {
 }
 
 // printDescription prints describe nodegroup's text.
-func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc nodegroupctl.Description) {
+func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Description) {
 	d := desc.Nodegroup
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
-	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 )
 
 func i32(v int32) *int32 { return &v }
@@ -57,7 +57,7 @@ func testGroup() *v1alpha1.NodeGroup {
 	}
 }
 
-var testAccount = nodegroupctl.Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37", NodeRole: "nodejoin-ironman-2022-node"}
+var testAccount = client.Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37", NodeRole: "nodejoin-ironman-2022-node"}
 
 func TestNodeGroupTable(t *testing.T) {
 	active := testGroup()
@@ -75,7 +75,7 @@ func TestNodeGroupTable(t *testing.T) {
 
 func TestDescribeNodeGroup(t *testing.T) {
 	ng := testGroup()
-	d := nodegroupctl.Describe(ng, testAccount)
+	d := client.Describe(ng, testAccount)
 	var js, text bytes.Buffer
 	if err := printStructured(&js, outputJSON, d); err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestProgressLines(t *testing.T) {
 }
 
 func TestIgnoredOutput(t *testing.T) {
-	l := &nodegroupctl.Loaded{Source: "cluster.yaml", Ignored: []eksctl.Ignored{
+	l := &client.Loaded{Source: "cluster.yaml", Ignored: []eksctl.Ignored{
 		{Field: "metadata.region", Line: 6, Value: "eu-west-1", Reason: "a local cluster has no region"},
 		{Field: "managedNodeGroups[0].ssh.publicKeyName", Line: 14, Value: strings.Repeat("k", 50), Reason: "local instances have no SSH"},
 	}}

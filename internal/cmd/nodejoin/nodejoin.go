@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 )
 
 // Run runs nodejoin with args.

@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
@@ -42,7 +42,7 @@ type upOptions struct {
 	readyFD int
 	// nodeGroupFile and groups are --nodegroup-file and what it holds (up_nodegroups.go).
 	nodeGroupFile string
-	groups        *nodegroupctl.Loaded
+	groups        *client.Loaded
 }
 
 func upCommand() *cobra.Command {

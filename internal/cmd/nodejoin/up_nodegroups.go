@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodegroupctl"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -27,7 +27,7 @@ func (o *upOptions) loadNodeGroupFile(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--nodegroup-file: %w", err)
 	}
-	l, err := nodegroupctl.Load(data, source)
+	l, err := client.Load(data, source)
 	if err != nil {
 		return err
 	}
@@ -57,13 +57,13 @@ func (o *upOptions) createNodeGroups(ctx context.Context, c sandbox.Cluster, w i
 	if err != nil {
 		return nil, err
 	}
-	return waitAll(ctx, t, created, nodegroupctl.Created, 0, nodeGroupTimeout, w)
+	return waitAll(ctx, t, created, client.Created, 0, nodeGroupTimeout, w)
 }
 
 // upSummary is up's -o json|yaml summary with node groups.
 type upSummary struct {
 	sandbox.Cluster
-	NodeGroups []nodegroupctl.Nodegroup `json:"nodeGroups,omitempty"`
+	NodeGroups []client.Nodegroup `json:"nodeGroups,omitempty"`
 }
 
 // printUpNodeGroups prints up's summary with the groups of --nodegroup-file.
@@ -73,7 +73,7 @@ func (o *upOptions) printUpNodeGroups(w io.Writer, c sandbox.Cluster, detached b
 		if t, err := connect(c.Name); err == nil {
 			acct := t.account()
 			for i := range groups {
-				s.NodeGroups = append(s.NodeGroups, nodegroupctl.Describe(&groups[i], acct).Nodegroup)
+				s.NodeGroups = append(s.NodeGroups, client.Describe(&groups[i], acct).Nodegroup)
 			}
 		}
 		return printStructured(w, o.output, s)

@@ -32,7 +32,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/datastore"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamrpc"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 )
 
 // Defaults, as on EKS.

@@ -13,32 +13,32 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/cloud"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamrpc"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // localNode is one m5.large instance of the local cloud: its EC2 and IMDS served on
 // loopback and reached through aws-sdk-go-v2, EC2 through the SDK's default chain with
 // AWS_ENDPOINT_URL_EC2, as aws-node reaches them in a cluster.
 type localNode struct {
-	ec2  *localcloud.EC2
-	inst localcloud.Instance
+	ec2  *localaws.EC2
+	inst localaws.Instance
 	sdk  cloud.SDK
 	md   cloud.IMDS
 }
 
 func newLocalNode(t *testing.T) *localNode {
 	t.Helper()
-	e := localcloud.NewEC2("111122223333")
-	subnet := localcloud.Subnet{ID: "subnet-00000000000000001", VPCID: "vpc-00000000000000001", AvailabilityZone: "us-west-2a", CIDR: netip.MustParsePrefix("198.18.0.0/16")}
+	e := localaws.NewEC2("111122223333")
+	subnet := localaws.Subnet{ID: "subnet-00000000000000001", VPCID: "vpc-00000000000000001", AvailabilityZone: "us-west-2a", CIDR: netip.MustParsePrefix("198.18.0.0/16")}
 	if err := e.AddSubnet(subnet); err != nil {
 		t.Fatal(err)
 	}
-	inst := localcloud.Instance{ID: "i-0000000000000000b", Type: "m5.large", AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
+	inst := localaws.Instance{ID: "i-0000000000000000b", Type: "m5.large", AvailabilityZone: "us-west-2a", PrivateIPv4: "198.18.0.11",
 		SubnetID: subnet.ID, VPCID: subnet.VPCID, VPCIPv4CIDRs: []string{"198.18.0.0/16"}}
-	if err := localcloud.InstanceDefaults(&inst); err != nil {
+	if err := localaws.InstanceDefaults(&inst); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Launch(inst); err != nil {
@@ -46,7 +46,7 @@ func newLocalNode(t *testing.T) *localNode {
 	}
 	ec2Srv := httptest.NewServer(e)
 	t.Cleanup(ec2Srv.Close)
-	imdsSrv := httptest.NewServer(localcloud.NewIMDS(inst, nil).WithEC2(e))
+	imdsSrv := httptest.NewServer(localaws.NewIMDS(inst, nil).WithEC2(e))
 	t.Cleanup(imdsSrv.Close)
 
 	dir := t.TempDir()
@@ -77,7 +77,7 @@ func TestLocalCloudMetadata(t *testing.T) {
 	if got.ID != n.inst.ID || got.Type != "m5.large" || got.Region != "us-west-2" || got.PrimaryMAC != n.inst.MAC ||
 		got.PrimaryIP.String() != "198.18.0.11" || got.PrimaryENIID != "eni-0000000000000000b" ||
 		got.SubnetID != "subnet-00000000000000001" || got.SubnetCIDR.String() != "198.18.0.0/16" ||
-		!slices.Equal(got.SecurityGroupIDs, []string{localcloud.DefaultSecurityGroupID}) ||
+		!slices.Equal(got.SecurityGroupIDs, []string{localaws.DefaultSecurityGroupID}) ||
 		len(got.VPCCIDRs) != 1 || got.VPCCIDRs[0].String() != "198.18.0.0/16" {
 		t.Fatalf("Instance() = %+v", got)
 	}
@@ -111,7 +111,7 @@ func TestLocalCloudCalls(t *testing.T) {
 	if _, err := n.sdk.AssignIPs(ctx, primary, 1); cloud.ErrorCode(err) != cloud.CodeIPLimitExceeded {
 		t.Fatalf("AssignIPs beyond m5.large's 10: %v", err)
 	}
-	e, err := n.sdk.CreateENI(ctx, cloud.CreateENIInput{SubnetID: "subnet-00000000000000001", SecurityGroupIDs: []string{localcloud.DefaultSecurityGroupID},
+	e, err := n.sdk.CreateENI(ctx, cloud.CreateENIInput{SubnetID: "subnet-00000000000000001", SecurityGroupIDs: []string{localaws.DefaultSecurityGroupID},
 		Description: "aws-K8S-" + n.inst.ID, Tags: map[string]string{cloud.TagInstanceID: n.inst.ID}, SecondaryIPs: 3})
 	if err != nil || len(e.Secondary) != 3 || e.Tags[cloud.TagInstanceID] != n.inst.ID {
 		t.Fatalf("CreateENI = %+v, %v", e, err)

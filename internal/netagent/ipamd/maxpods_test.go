@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 )
 
 // TestMaxPodsTable checks docs/network.md's max-pods table: each row's arithmetic,

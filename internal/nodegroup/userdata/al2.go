@@ -11,7 +11,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 )
 
 // eksDefaultCIDRs are the service ranges EKS picks itself; bootstrap.sh infers them

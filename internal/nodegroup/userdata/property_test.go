@@ -18,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	nodeadm "github.com/nodejoin/nodejoin/internal/userdata"

@@ -23,8 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig/instancetypes"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 )
 
 // Family is the AMI family of a node group's instances; it picks the user-data format.

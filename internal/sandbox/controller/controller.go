@@ -27,15 +27,15 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 // The local cloud's account and region, unless Config says otherwise.
@@ -62,7 +62,7 @@ type Config struct {
 	NoAddons bool
 	// Launcher launches the instances of the local cloud's Auto Scaling groups; nil
 	// leaves every launch failing (a Failed scaling activity).
-	Launcher localcloud.Launcher
+	Launcher localaws.Launcher
 	// NodeInstanceProfile is an instance profile (named after its role) the local
 	// account holds for node groups' instances, and the NodeGroup controller's default;
 	// "" for none.
@@ -74,7 +74,7 @@ type Config struct {
 	// NodeGroups through the local cloud's launch templates and Auto Scaling groups.
 	NoNodeGroups bool
 	// DHCPDomainName is the domain-name of the local VPC's DHCP options ("" for the
-	// default): instances' metadata names them in it (localcloud.WithDHCPDomainName).
+	// default): instances' metadata names them in it (localaws.WithDHCPDomainName).
 	DHCPDomainName string
 }
 
@@ -82,7 +82,7 @@ type Config struct {
 // kube-apiserver calls, the CSR approver and signer, the node initializer, nodejoin's
 // roles and CRD.
 type Controller struct {
-	cloud *localcloud.Cloud
+	cloud *localaws.Cloud
 	// ec2URL is EC2 as instances reach it (the bridge address in the cluster
 	// namespace); ec2Done reports that endpoint's end. Empty and nil in loopback mode.
 	ec2URL  string
@@ -133,8 +133,8 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	var err error
-	if c.cloud, err = localcloud.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localcloud.WithRegion(cfg.Region),
-		localcloud.WithDHCPDomainName(cfg.DHCPDomainName)); err != nil {
+	if c.cloud, err = localaws.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localaws.WithRegion(cfg.Region),
+		localaws.WithDHCPDomainName(cfg.DHCPDomainName)); err != nil {
 		return fail(err)
 	}
 	if cfg.Launcher != nil {
@@ -287,7 +287,7 @@ func (c *Controller) nodeGroups(cl *controlplane.Cluster, cfg Config) (*nodegrou
 }
 
 // Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
-func (c *Controller) Cloud() *localcloud.Cloud { return c.cloud }
+func (c *Controller) Cloud() *localaws.Cloud { return c.cloud }
 
 // Authenticated reports whether the webhook has accepted a token of user.
 func (c *Controller) Authenticated(user string) bool {

@@ -23,11 +23,11 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
-	"github.com/nodejoin/nodejoin/internal/node"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/process"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
 )
 
 // Instance is a launched local instance.
@@ -132,15 +132,15 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	if err := writeRecord(&inst.Record); err != nil {
 		return nil, err
 	}
-	li := localcloud.Instance{
+	li := localaws.Instance{
 		ID: id, Type: spec.InstanceType, AvailabilityZone: inst.Zone, PrivateIPv4: inst.IP,
 		PrivateDNSName: inst.NodeName, Role: spec.Role, UserData: userData,
 		VPCIPv4CIDRs: []string{p.cfg.NodeCIDR.Masked().String()}, SubnetID: spec.SubnetID, ImageID: spec.ImageID,
 	}
-	if err := localcloud.InstanceDefaults(&li); err != nil {
+	if err := localaws.InstanceDefaults(&li); err != nil {
 		return nil, err
 	}
-	if err := p.cfg.Cloud.EC2.Launch(li, localcloud.WithTags(spec.Tags)); err != nil {
+	if err := p.cfg.Cloud.EC2.Launch(li, localaws.WithTags(spec.Tags)); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
@@ -161,9 +161,9 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 }
 
 // serveIMDS gives the instance its network (a real one) and its metadata endpoint.
-func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.Instance) error {
+func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localaws.Instance) error {
 	p := inst.p
-	var creds localcloud.CredentialSource = p.cfg.Cloud.STS
+	var creds localaws.CredentialSource = p.cfg.Cloud.STS
 	if spec.CredentialsOf != "" {
 		creds = stolenCredentials{sts: p.cfg.Cloud.STS, from: spec.CredentialsOf}
 	}
@@ -191,7 +191,7 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localcloud.I
 	}
 	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
-	srv := &http.Server{Handler: localcloud.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: localaws.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
 	return nil
@@ -222,11 +222,11 @@ func (spec *Spec) complete(haveNamespace bool) error {
 
 // stolenCredentials hands out another instance's role credentials.
 type stolenCredentials struct {
-	sts  *localcloud.STS
+	sts  *localaws.STS
 	from string
 }
 
-func (s stolenCredentials) InstanceCredentials(_, role string) (localcloud.Credentials, error) {
+func (s stolenCredentials) InstanceCredentials(_, role string) (localaws.Credentials, error) {
 	return s.sts.InstanceCredentials(s.from, role)
 }
 
@@ -595,8 +595,8 @@ func cleanupInstance(ctx context.Context, r *Record) error {
 	}
 	var errs []error
 	// The kubelet first, so it does not restart containers as containerd goes.
-	for _, d := range []string{node.Kubelet, node.Containerd} {
-		if id, err := node.ReadPIDFile((node.ProcessManager{Root: r.Root}).PIDFile(d)); err == nil {
+	for _, d := range []string{bootstrap.Kubelet, bootstrap.Containerd} {
+		if id, err := bootstrap.ReadPIDFile((bootstrap.ProcessManager{Root: r.Root}).PIDFile(d)); err == nil {
 			process.Terminate(id, 15*time.Second)
 		}
 	}

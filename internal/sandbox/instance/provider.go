@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/netns"
 )
 
 // Identity is how an instance's kubelet proves who it is.
@@ -89,7 +89,7 @@ type Config struct {
 	Gateway  netip.Addr
 	// Cloud is the local account: instances are entered into its EC2 inventory and get
 	// role credentials from its STS.
-	Cloud *localcloud.Cloud
+	Cloud *localaws.Cloud
 	// EC2Endpoint is EC2 as instances reach it (inside the cluster namespace): nodeadm
 	// asks it for the node's private DNS name (AWS_ENDPOINT_URL_EC2). Empty: nodeadm
 	// names the node from instance metadata, with a warning.
@@ -216,8 +216,8 @@ func New(cfg Config) (*Provider, error) {
 	}
 	// The local VPC's one subnet is the node range: EC2 gives instances' interfaces
 	// their further addresses from it.
-	if _, ok := cfg.Cloud.EC2.SubnetOf(localcloud.DefaultSubnetID); !ok {
-		if err := cfg.Cloud.EC2.AddSubnet(localcloud.Subnet{ID: localcloud.DefaultSubnetID, VPCID: localcloud.DefaultVPCID,
+	if _, ok := cfg.Cloud.EC2.SubnetOf(localaws.DefaultSubnetID); !ok {
+		if err := cfg.Cloud.EC2.AddSubnet(localaws.Subnet{ID: localaws.DefaultSubnetID, VPCID: localaws.DefaultVPCID,
 			AvailabilityZone: cfg.Zone, CIDR: cfg.NodeCIDR, Tags: map[string]string{"Name": cfg.Cluster.Name}}); err != nil {
 			return nil, fmt.Errorf("node range %s as the VPC's subnet: %w", cfg.NodeCIDR, err)
 		}

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
 // Addresses start at the eleventh of the range, skip the bridge's, are reused once
 // released, and running out names the flag that gives more.
 func TestAddressAllocation(t *testing.T) {
-	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000", EC2: localcloud.NewEC2("000000000000")},
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localaws.Cloud{AccountID: "000000000000", EC2: localaws.NewEC2("000000000000")},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.12")})
 	if err != nil {
 		t.Fatal(err)
@@ -72,18 +72,18 @@ func TestMountsUnderListsTheMountTable(t *testing.T) {
 // An address EC2 gave to an interface is never an instance's, and the node range is
 // the VPC's subnet.
 func TestAllocationSkipsAddressesEC2GaveOut(t *testing.T) {
-	e := localcloud.NewEC2("000000000000")
-	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localcloud.Cloud{AccountID: "000000000000", EC2: e},
+	e := localaws.NewEC2("000000000000")
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localaws.Cloud{AccountID: "000000000000", EC2: e},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, ok := e.SubnetOf(localcloud.DefaultSubnetID)
+	s, ok := e.SubnetOf(localaws.DefaultSubnetID)
 	if !ok || s.CIDR != netip.MustParsePrefix("198.18.0.0/28") {
 		t.Fatalf("subnet %+v, %t", s, ok)
 	}
-	inst := localcloud.Instance{ID: "i-00000001", PrivateIPv4: "198.18.0.12", SubnetID: localcloud.DefaultSubnetID}
-	if err := e.Launch(inst, localcloud.WithSecondaryPrivateIPv4s("198.18.0.11")); err != nil {
+	inst := localaws.Instance{ID: "i-00000001", PrivateIPv4: "198.18.0.12", SubnetID: localaws.DefaultSubnetID}
+	if err := e.Launch(inst, localaws.WithSecondaryPrivateIPv4s("198.18.0.11")); err != nil {
 		t.Fatal(err)
 	}
 	a, err := p.allocate()

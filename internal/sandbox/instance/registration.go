@@ -7,8 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/node"
-	"github.com/nodejoin/nodejoin/internal/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -17,10 +17,10 @@ import (
 // endpoint (every family's decoder, MIME parts merged in order), then the instance's
 // local kubelet flags, merged after it as nodeadm merges a real instance's local
 // NodeConfig, and what the kubelet makes of the merged configuration's flags and
-// drop-in (node.KubeletRegistration).
-func (inst *Instance) registration(ctx context.Context) (*node.Registration, error) {
-	md := &node.IMDS{Client: imds.New(imds.Options{Endpoint: inst.imdsURL})}
-	loaded, err := node.Load(ctx, []string{node.DefaultSource}, node.Environment{IMDS: md, Resolver: localResolver{inst.p}})
+// drop-in (bootstrap.KubeletRegistration).
+func (inst *Instance) registration(ctx context.Context) (*bootstrap.Registration, error) {
+	md := &bootstrap.IMDS{Client: imds.New(imds.Options{Endpoint: inst.imdsURL})}
+	loaded, err := bootstrap.Load(ctx, []string{bootstrap.DefaultSource}, bootstrap.Environment{IMDS: md, Resolver: localResolver{inst.p}})
 	if err != nil {
 		return nil, fmt.Errorf("reading the instance's user data as nodeadm does: %w", err)
 	}
@@ -32,7 +32,7 @@ func (inst *Instance) registration(ctx context.Context) (*node.Registration, err
 			return nil, fmt.Errorf("merging the local kubelet flags: %w", err)
 		}
 	}
-	reg, err := node.KubeletRegistration(cfg)
+	reg, err := bootstrap.KubeletRegistration(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the kubelet would not start with the instance's configuration: %w", err)
 	}

@@ -10,14 +10,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 )
 
 func simProvider(t *testing.T) *Provider {
 	t.Helper()
 	p, err := New(Config{Cluster: testCluster, HostEndpoint: "https://127.0.0.1:6443", Dir: t.TempDir(),
-		Cloud:    &localcloud.Cloud{AccountID: "000000000000", EC2: localcloud.NewEC2("000000000000")},
+		Cloud:    &localaws.Cloud{AccountID: "000000000000", EC2: localaws.NewEC2("000000000000")},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/24"), Gateway: netip.MustParseAddr("198.18.0.1")})
 	if err != nil {
 		t.Fatal(err)

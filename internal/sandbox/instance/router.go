@@ -20,11 +20,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
-	"github.com/nodejoin/nodejoin/internal/sandbox/netns"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/netns"
 )
 
-var _ localcloud.NetworkHooks = (*Provider)(nil)
+var _ localaws.NetworkHooks = (*Provider)(nil)
 
 // routerInstance returns the running instance with a namespace that has the ID, or nil.
 func (p *Provider) routerInstance(id string) *Instance {
@@ -50,7 +50,7 @@ func (p *Provider) interfacePort(inst *Instance, dev int) string {
 // InterfaceAttached creates ethN (N the device index) in the instance's namespace with
 // the interface's MAC and no address (ipamd configures it, as on EC2), its other end
 // on the bridge, and makes the interface's addresses reachable through it.
-func (p *Provider) InterfaceAttached(ctx context.Context, nic localcloud.NetworkInterface) error {
+func (p *Provider) InterfaceAttached(ctx context.Context, nic localaws.NetworkInterface) error {
 	inst := p.routerInstance(nic.Attachment.InstanceID)
 	if inst == nil {
 		return nil
@@ -85,7 +85,7 @@ func (p *Provider) InterfaceAttached(ctx context.Context, nic localcloud.Network
 
 // InterfaceDetached removes what InterfaceAttached made. Eth0 stays (it goes with the
 // instance); only its further addresses are withdrawn.
-func (p *Provider) InterfaceDetached(ctx context.Context, nic localcloud.NetworkInterface) error {
+func (p *Provider) InterfaceDetached(ctx context.Context, nic localaws.NetworkInterface) error {
 	inst := p.routerInstance(nic.Attachment.InstanceID)
 	if inst == nil {
 		return nil
@@ -100,7 +100,7 @@ func (p *Provider) InterfaceDetached(ctx context.Context, nic localcloud.Network
 }
 
 // AddressesAssigned makes addresses reachable through the interface holding them.
-func (p *Provider) AddressesAssigned(ctx context.Context, nic localcloud.NetworkInterface, addrs []string) error {
+func (p *Provider) AddressesAssigned(ctx context.Context, nic localaws.NetworkInterface, addrs []string) error {
 	if p.routerInstance(nic.Attachment.InstanceID) == nil {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (p *Provider) AddressesAssigned(ctx context.Context, nic localcloud.Network
 }
 
 // AddressesUnassigned withdraws addresses.
-func (p *Provider) AddressesUnassigned(ctx context.Context, nic localcloud.NetworkInterface, addrs []string) error {
+func (p *Provider) AddressesUnassigned(ctx context.Context, nic localaws.NetworkInterface, addrs []string) error {
 	if p.routerInstance(nic.Attachment.InstanceID) == nil {
 		return nil
 	}

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodejoin/nodejoin/internal/nodeinit"
+	"github.com/nodejoin/nodejoin/internal/cloudnode"
 )
 
 // Step is one step of a join.
@@ -244,10 +244,10 @@ func networkNotReady(msg string) bool {
 // failure, other refusals (an instance not running yet) are waits.
 func initialized(node *corev1.Node, refusal string) Status {
 	for _, t := range node.Spec.Taints {
-		if t.Key != nodeinit.TaintUninitialized {
+		if t.Key != cloudnode.TaintUninitialized {
 			continue
 		}
-		st := Status{Step: StepInitialized, State: Pending, Detail: "tainted " + nodeinit.TaintUninitialized + " until checked against its instance"}
+		st := Status{Step: StepInitialized, State: Pending, Detail: "tainted " + cloudnode.TaintUninitialized + " until checked against its instance"}
 		if refusal != "" {
 			st.Detail = "left uninitialized: " + refusal
 			for _, final := range []string{"is not an address of", "is not a name of", "names instance", "no instance is known"} {

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodejoin/nodejoin/internal/nodeinit"
+	"github.com/nodejoin/nodejoin/internal/cloudnode"
 )
 
 const node = "ip-198-18-0-11.local.internal"
@@ -56,7 +56,7 @@ func TestNodeStepsFollowTheJoin(t *testing.T) {
 	denied := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Reason: "SANNotOwned", Message: "IP SAN 198.18.0.12 is not an address of instance i-0aaa"}
 	ready := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"}}}}
 	tainted := ready.DeepCopy()
-	tainted.Spec.Taints = []corev1.Taint{{Key: nodeinit.TaintUninitialized}}
+	tainted.Spec.Taints = []corev1.Taint{{Key: cloudnode.TaintUninitialized}}
 	serving := request("csr-1", certificatesv1.KubeletServingSignerName, "system:node:"+node, nil, approved)
 	serving.Status.Certificate = []byte("cert")
 

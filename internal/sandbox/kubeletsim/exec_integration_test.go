@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/nodejoin/nodejoin/internal/node"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/localcloud"
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
 
@@ -58,21 +58,21 @@ func TestJoinWithExecCredentials(t *testing.T) {
 
 	// Two instances, each with its own metadata service; only "workers" is mapped.
 	none := filepath.Join(t.TempDir(), "none")
-	launch := func(id, ip, role string) (localcloud.Instance, *clientcmdapi.ExecConfig) {
-		inst := localcloud.Instance{ID: id, PrivateIPv4: ip, AvailabilityZone: "us-west-2a", Type: "m5.large", AccountID: account, Role: role}
-		if err := localcloud.InstanceDefaults(&inst); err != nil {
+	launch := func(id, ip, role string) (localaws.Instance, *clientcmdapi.ExecConfig) {
+		inst := localaws.Instance{ID: id, PrivateIPv4: ip, AvailabilityZone: "us-west-2a", Type: "m5.large", AccountID: account, Role: role}
+		if err := localaws.InstanceDefaults(&inst); err != nil {
 			t.Fatal(err)
 		}
 		if err := cloud.EC2.Launch(inst); err != nil {
 			t.Fatal(err)
 		}
-		imds := httptest.NewServer(localcloud.NewIMDS(inst, cloud.STS))
+		imds := httptest.NewServer(localaws.NewIMDS(inst, cloud.STS))
 		t.Cleanup(imds.Close)
 		self, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := []clientcmdapi.ExecEnvVar{{Name: helperEnv, Value: "nodeadm"}, {Name: node.EnvIMDSEndpoint, Value: imds.URL},
+		env := []clientcmdapi.ExecEnvVar{{Name: helperEnv, Value: "nodeadm"}, {Name: bootstrap.EnvIMDSEndpoint, Value: imds.URL},
 			{Name: "AWS_ENDPOINT_URL_STS", Value: cloud.STSURL}, {Name: "AWS_CA_BUNDLE", Value: env.Cluster.CAFile()},
 			{Name: "AWS_CONFIG_FILE", Value: none}, {Name: "AWS_SHARED_CREDENTIALS_FILE", Value: none}}
 		for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"} {
@@ -88,7 +88,7 @@ func TestJoinWithExecCredentials(t *testing.T) {
 	stray, strayExec := launch("i-0bbbbbbbbbbbbbbbb", "198.18.0.22", "batch")
 
 	s := newSims(t)
-	start := func(inst localcloud.Instance, exec *clientcmdapi.ExecConfig) *Kubelet {
+	start := func(inst localaws.Instance, exec *clientcmdapi.ExecConfig) *Kubelet {
 		return s.start(cp, instance{node: inst.PrivateDNSName, id: inst.ID, ip: inst.PrivateIPv4}, func(c *Config) { c.Exec = exec })
 	}
 	k := start(worker, workerExec)

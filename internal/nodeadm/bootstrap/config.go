@@ -1,0 +1,161 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
+	"github.com/nodejoin/nodejoin/internal/userdata"
+)
+
+// DefaultSource is where nodeadm reads its configuration unless told otherwise.
+const DefaultSource = "imds://user-data"
+
+// ErrNoConfig reports that no source held a NodeConfig.
+var ErrNoConfig = errors.New("no node configuration found")
+
+// Loaded is the configuration read from every source.
+type Loaded struct {
+	// Results are the decoded documents: user data, then each file, in source order.
+	Results []*userdata.Result
+	// Merged is every NodeConfig merged in order.
+	Merged *v1alpha1.NodeConfig
+	// BootstrapToken is the last bootstrap token found in a NodeJoinConfig; secret.
+	BootstrapToken string
+}
+
+// Findings lists the findings of every document.
+func (l *Loaded) Findings() []userdata.Finding {
+	var out []userdata.Finding
+	for _, r := range l.Results {
+		out = append(out, r.Findings...)
+	}
+	return out
+}
+
+// Environment is where sources are read from.
+type Environment struct {
+	// IMDS reads user data for imds:// sources.
+	IMDS *IMDS
+	// Resolver answers AL2-style user data's look-ups; it may be nil.
+	Resolver userdata.Resolver
+}
+
+// Load reads every source in order — imds://user-data, file://PATH (a file, or a
+// directory whose .yaml, .yml and .json files are read in lexical order) — decodes
+// each, and merges all NodeConfig documents: later sources win.
+func Load(ctx context.Context, sources []string, env Environment) (*Loaded, error) {
+	if len(sources) == 0 {
+		sources = []string{DefaultSource}
+	}
+	l := &Loaded{}
+	for _, src := range sources {
+		blobs, err := read(ctx, src, env)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range blobs {
+			doc, err := userdata.SplitNamed(b.data, b.name)
+			if err != nil {
+				return nil, err
+			}
+			res, err := userdata.Translate(ctx, doc, env.Resolver)
+			if err != nil {
+				return nil, err
+			}
+			l.Results = append(l.Results, res)
+			if res.BootstrapToken != "" {
+				l.BootstrapToken = res.BootstrapToken
+			}
+		}
+	}
+	var cfgs []*v1alpha1.NodeConfig
+	for _, r := range l.Results {
+		for _, c := range r.Configs {
+			cfgs = append(cfgs, c.Config)
+		}
+	}
+	if len(cfgs) == 0 {
+		return l, fmt.Errorf("%w in %s", ErrNoConfig, strings.Join(sources, ", "))
+	}
+	merged, err := nodeconfig.Merge(cfgs)
+	if err != nil {
+		return nil, err
+	}
+	l.Merged = merged
+	return l, nil
+}
+
+type blob struct {
+	name string
+	data []byte
+}
+
+func read(ctx context.Context, src string, env Environment) ([]blob, error) {
+	u, err := url.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("config source %q: %w", src, err)
+	}
+	switch u.Scheme {
+	case "imds":
+		if env.IMDS == nil {
+			return nil, fmt.Errorf("config source %s: no instance metadata service", src)
+		}
+		data, err := env.IMDS.UserData(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("config source %s: %w", src, err)
+		}
+		if len(data) == 0 {
+			return nil, nil
+		}
+		return []blob{{name: "user data", data: data}}, nil
+	case "file":
+		return readPath(u.Host + u.Path)
+	default:
+		return nil, fmt.Errorf("config source %q: unsupported scheme %q (use imds://user-data or file://PATH)", src, u.Scheme)
+	}
+}
+
+func readPath(path string) ([]blob, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("config source file://%s: %w", path, err)
+	}
+	if !st.IsDir() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config source file://%s: %w", path, err)
+		}
+		return []blob{{name: path, data: data}}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("config source file://%s: %w", path, err)
+	}
+	var out []blob
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !IsConfigFile(e.Name()) {
+			continue
+		}
+		p := filepath.Join(path, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("config source file://%s: %w", p, err)
+		}
+		out = append(out, blob{name: p, data: data})
+	}
+	return out, nil
+}
+
+// IsConfigFile reports whether a directory source reads the named file.
+func IsConfigFile(name string) bool {
+	ext := strings.ToLower(filepath.Ext(name))
+	return slices.Contains([]string{".yaml", ".yml", ".json"}, ext) && len(name) > len(ext)
+}
