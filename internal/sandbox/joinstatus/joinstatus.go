@@ -219,18 +219,22 @@ func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Statu
 			switch {
 			case c.Status == corev1.ConditionTrue:
 				ready = Status{Step: StepReady, State: Done, Detail: c.Message}
-				network = Status{Step: StepNetwork, State: Done}
+				network = Status{Step: StepNetwork, State: Done, Detail: networkReady}
 			case networkNotReady(c.Message):
 				ready.Detail = strings.TrimSpace(string(c.Status) + ": " + c.Reason + " " + c.Message)
 				network.Detail = "no CNI configuration yet: the network add-on (aws-node) writes it once its ipamd can hand out addresses"
 			default:
 				ready.Detail = strings.TrimSpace(string(c.Status) + ": " + c.Reason + " " + c.Message)
-				network = Status{Step: StepNetwork, State: Done}
+				network = Status{Step: StepNetwork, State: Done, Detail: networkReady}
 			}
 		}
 	}
 	return append(out, network, ready)
 }
+
+// networkReady is the network step's detail once the kubelet no longer reports a runtime
+// without a network: the CNI configuration that aws-node's ipamd writes is in place.
+const networkReady = "the runtime reports a pod network (aws-node's CNI configuration)"
 
 // networkNotReady tells whether a Ready condition's message is the kubelet's report of
 // a runtime without a network ("container runtime network not ready: NetworkReady=false
