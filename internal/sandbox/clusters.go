@@ -15,6 +15,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 )
 
@@ -131,7 +132,7 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asking the API server of cluster %s: %w", name, err)
 	}
-	accepted := acceptedUsers(filepath.Join(dir, controller.LogFile))
+	accepted := joinlog.AcceptedUsers(filepath.Join(dir, controller.LogFile))
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Launched.Before(recs[j].Launched) })
 	out := make([]NodeStatus, 0, len(recs))
 	for _, r := range recs {

@@ -24,6 +24,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
@@ -360,8 +361,8 @@ func (w *workers) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstatus
 	if _, registered := snap.Nodes[name]; !registered && inst.Kubelet == instance.KubeletReal {
 		// A kubelet that authenticated as another node never registers: say so at once
 		// rather than at the timeout.
-		if other, _ := foreignIdentity(filepath.Join(inst.Root, instance.KubeletLog), name); other != "" {
-			return false, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, inst.ID, joinstatus.StepAuthenticated, foreignIdentityReason(name, other)), nil
+		if other, _ := joinlog.ForeignIdentity(filepath.Join(inst.Root, instance.KubeletLog), name); other != "" {
+			return false, fmt.Sprintf("node %s (instance %s): %s failed: %s", name, inst.ID, joinstatus.StepAuthenticated, joinlog.ForeignIdentityReason(name, other)), nil
 		}
 	}
 	ready = true
@@ -403,7 +404,7 @@ func (w *workers) notReady(snap *joinstatus.Snapshot, ls []*launched, timeout ti
 				line += " (" + st.Detail + ")"
 			}
 			if inst.Kubelet == instance.KubeletReal {
-				if e := kubeletEvidence(filepath.Join(inst.Root, instance.KubeletLog)); e != "" {
+				if e := joinlog.KubeletEvidence(filepath.Join(inst.Root, instance.KubeletLog)); e != "" {
 					line += "\n    kubelet: " + e
 				}
 			}
