@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // asgLauncher launches the local cloud's Auto Scaling instances as local instances
@@ -130,7 +131,7 @@ func sniffFamily(userData []byte) instance.AMIFamily {
 
 // ensureWorkers returns the cluster's instance provider and workers, starting them
 // with Start's node options when nothing started them yet.
-func (s *Sandbox) ensureWorkers(ctx context.Context, rep *reporter) (*workers, error) {
+func (s *Sandbox) ensureWorkers(ctx context.Context, rep *progress.Reporter) (*workers, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.w != nil {
@@ -140,7 +141,7 @@ func (s *Sandbox) ensureWorkers(ctx context.Context, rep *reporter) (*workers, e
 		return nil, errors.New("the cluster is not started")
 	}
 	if rep == nil {
-		rep = newReporter(nil)
+		rep = progress.NewReporter(nil)
 	}
 	o := s.opts.Nodes
 	if o.Count == 0 && o.Kubelet == "" && s.opts.NodeGroupKubelet != "" {

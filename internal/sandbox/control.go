@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // controlSocket is the Unix socket, in the state directory, where the process that runs
@@ -97,7 +98,7 @@ func (f *lineWriter) send(m addMessage) {
 
 // AddNodesTo asks the process that runs the cluster name to launch nodes, relays its
 // progress, and returns the nodes once Ready.
-func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progress) ([]Node, error) {
+func AddNodesTo(ctx context.Context, name string, o NodeOptions, onProgress Progress) ([]Node, error) {
 	dir, _, err := running(name)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progre
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("the cluster's process refused the request: %s", strings.TrimSpace(string(msg)))
 	}
-	rep := newReporter(progress)
+	rep := progress.NewReporter(onProgress)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {
@@ -134,7 +135,7 @@ func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progre
 		}
 		switch {
 		case m.Event != nil:
-			rep.report(*m.Event)
+			rep.Report(*m.Event)
 		case m.Option != nil:
 			return nil, m.Option
 		case m.Error != "":

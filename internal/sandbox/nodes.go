@@ -26,6 +26,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
@@ -98,14 +99,14 @@ func nodeadmPath() (string, error) {
 
 // startWorkers prepares the control plane for nodes (their access entry or bootstrap
 // token) and the provider that launches them.
-func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter) (*workers, error) {
+func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *progress.Reporter) (*workers, error) {
 	c := s.cluster
 	kind, why, err := resolveKubelet(o.Kubelet, c.Options().Network)
 	if err != nil {
 		return nil, err
 	}
 	if why != "" {
-		rep.note(why)
+		rep.Note(why)
 	}
 	nodeadm, err := nodeadmPath()
 	if err != nil {
@@ -127,7 +128,7 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 	images := func() ([]string, error) { return imageArchives(binDir, c.StateDir()) }
 	if kind == instance.KubeletReal {
 		if a, err := images(); err == nil && len(a) == 0 {
-			rep.note("no image archives in " + filepath.Join(binDir, "images") + " (`make images` builds them): pods on the nodes cannot start until images are loaded")
+			rep.Note("no image archives in " + filepath.Join(binDir, "images") + " (`make images` builds them): pods on the nodes cannot start until images are loaded")
 		}
 	}
 	caPEM, err := os.ReadFile(c.CAFile())
@@ -436,9 +437,9 @@ func (w *workers) address(nameOrIP string) string {
 }
 
 // run launches o.Count nodes and waits until they are Ready.
-func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node, error) {
+func (w *workers) run(ctx context.Context, o NodeOptions, rep *progress.Reporter) ([]Node, error) {
 	start := time.Now()
-	rep.report(Event{Kind: StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
+	rep.Report(Event{Kind: StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
 		o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))})
 	pr := newJoinProgress(rep, o.Count, w.bootstrap())
 	ls, launchedAll := w.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
@@ -455,7 +456,7 @@ func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node
 	if err != nil {
 		return nil, err
 	}
-	rep.report(Event{Kind: StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
+	rep.Report(Event{Kind: StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
 	return nodes, nil
 }
 
@@ -494,7 +495,7 @@ func readNodes(dir string) []Node {
 // joinProgress reports the join's steps: an event per node and step for a few nodes, a
 // count every few seconds for many.
 type joinProgress struct {
-	rep     *reporter
+	rep     *progress.Reporter
 	perNode bool
 	steps   []joinstatus.Step
 	total   int
@@ -505,7 +506,7 @@ type joinProgress struct {
 	changed bool
 }
 
-func newJoinProgress(rep *reporter, total int, bootstrap bool) *joinProgress {
+func newJoinProgress(rep *progress.Reporter, total int, bootstrap bool) *joinProgress {
 	return &joinProgress{rep: rep, perNode: total <= 10, steps: joinstatus.Steps(bootstrap), total: total, counts: map[joinstatus.Step]int{}}
 }
 
@@ -535,7 +536,7 @@ func (p *joinProgress) step(l *launched, step joinstatus.Step, at time.Time, det
 			detail = "files written, containerd and kubelet running"
 		}
 	}
-	p.rep.report(Event{Kind: NodeStep, Node: inst.NodeName, Step: string(step), Elapsed: at.Sub(start), Detail: detail})
+	p.rep.Report(Event{Kind: NodeStep, Node: inst.NodeName, Step: string(step), Elapsed: at.Sub(start), Detail: detail})
 }
 
 func (p *joinProgress) failed(l *launched) {
@@ -544,7 +545,7 @@ func (p *joinProgress) failed(l *launched) {
 	if st.inst != nil {
 		name = st.inst.NodeName
 	}
-	p.rep.report(Event{Kind: NodeFailed, Node: name, Step: string(st.step), Detail: st.err.Error()})
+	p.rep.Report(Event{Kind: NodeFailed, Node: name, Step: string(st.step), Detail: st.err.Error()})
 }
 
 // flush reports the counts when they changed (every 2 seconds at most, unless final).
@@ -560,5 +561,5 @@ func (p *joinProgress) flush(final bool) {
 		counts = append(counts, StepCount{Step: string(s), Nodes: p.counts[s]})
 	}
 	p.mu.Unlock()
-	p.rep.report(Event{Kind: NodeCounts, Total: p.total, Counts: counts})
+	p.rep.Report(Event{Kind: NodeCounts, Total: p.total, Counts: counts})
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // Options configure a sandbox.
@@ -261,7 +262,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{opts: opts, log: opts.Log}
-	st := &state{sandbox: s, progress: newReporter(opts.Progress)}
+	st := &state{sandbox: s, progress: progress.NewReporter(opts.Progress)}
 	for _, step := range creationSteps() {
 		if err := step.Run(ctx, st); err != nil {
 			err = fmt.Errorf("%s: %w", step.Name(), err)
@@ -303,14 +304,14 @@ func (s *Sandbox) Err() error { return s.controller.Err() }
 
 // AddNodes launches more instances, with Start's node options for what o leaves out,
 // and waits until they are Ready.
-func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, progress Progress) ([]Node, error) {
+func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, onProgress Progress) ([]Node, error) {
 	o = o.withDefaults(s.opts.Nodes)
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rep := newReporter(progress)
+	rep := progress.NewReporter(onProgress)
 	w, err := s.ensureWorkers(ctx, rep)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // step is one step of creating a cluster. Start runs creationSteps in order and stops
@@ -18,7 +19,7 @@ type step interface {
 // state is what the steps share: the sandbox they fill in, and where progress goes.
 type state struct {
 	sandbox  *Sandbox
-	progress *reporter
+	progress *progress.Reporter
 }
 
 // creationSteps are the steps of Start, in order.
@@ -51,7 +52,7 @@ func (controlPlaneStep) Run(ctx context.Context, s *state) error {
 		Log:           o.Log,
 		OnStep: func(step string, phase controlplane.StepPhase, elapsed time.Duration) {
 			kind := map[controlplane.StepPhase]EventKind{controlplane.StepStarted: StepStarted, controlplane.StepDone: StepDone, controlplane.StepFailed: StepFailed}[phase]
-			s.progress.report(Event{Kind: kind, Step: step, Elapsed: elapsed})
+			s.progress.Report(Event{Kind: kind, Step: step, Elapsed: elapsed})
 		},
 		// nodejoin-controller, run by this process, authenticates node tokens.
 		TokenWebhook: true,
@@ -68,7 +69,7 @@ type controllerStep struct{}
 func (controllerStep) Name() string { return "starting nodejoin-controller" }
 
 func (controllerStep) Run(ctx context.Context, s *state) error {
-	return s.progress.timed("starting nodejoin-controller", func() error {
+	return s.progress.Timed("starting nodejoin-controller", func() error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
@@ -124,7 +125,7 @@ func (controlSocketStep) Run(ctx context.Context, s *state) error {
 	}
 	if err := s.sandbox.serveControl(ctx); err != nil {
 		// The cluster works without it; only `nodejoin add node` cannot reach it.
-		s.progress.note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
+		s.progress.Note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
 	}
 	return nil
 }
