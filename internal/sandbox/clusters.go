@@ -19,26 +19,6 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 )
 
-// running returns the state directory and state of the running cluster name, or an
-// error that says what to do.
-func running(name string) (string, *controlplane.State, error) {
-	dir, err := StateDir(name)
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := controlplane.ReadState(dir)
-	if errors.Is(err, controlplane.ErrNoCluster) {
-		return "", nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	if !s.Running() || !s.Ready {
-		return "", nil, fmt.Errorf("cluster %s is not running; clean it up with `nodejoin down --name %s` and start it again", name, name)
-	}
-	return dir, s, nil
-}
-
 // Get describes the running cluster name.
 func Get(name string) (Cluster, error) {
 	dir, s, err := running(name)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -41,9 +42,9 @@ type addMessage struct {
 	Done   bool         `json:"done,omitempty"`
 }
 
-// serveControl answers AddNodesTo until ctx ends.
-func (s *Sandbox) serveControl(ctx context.Context) error {
-	path := filepath.Join(s.opts.StateDir, controlSocket)
+// serveControl answers AddNodesTo with add until ctx ends.
+func serveControl(ctx context.Context, stateDir string, log *slog.Logger, add func(context.Context, NodeOptions, Progress) ([]Node, error)) error {
+	path := filepath.Join(stateDir, controlSocket)
 	if len(path) >= 108 {
 		return fmt.Errorf("control socket path %s is longer than a Unix socket allows (107 bytes): use a shorter XDG_STATE_HOME", path)
 	}
@@ -62,7 +63,7 @@ func (s *Sandbox) serveControl(ctx context.Context) error {
 		}
 		rw.Header().Set("Content-Type", "application/jsonl")
 		out := &lineWriter{w: rw}
-		nodes, err := s.AddNodes(r.Context(), req.Nodes, func(e Event) { out.send(addMessage{Event: &e}) })
+		nodes, err := add(r.Context(), req.Nodes, func(e Event) { out.send(addMessage{Event: &e}) })
 		if err != nil {
 			m := addMessage{Error: err.Error()}
 			errors.As(err, &m.Option)
@@ -74,7 +75,7 @@ func (s *Sandbox) serveControl(ctx context.Context) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := httpserver.Serve(ctx, srv, l); err != nil {
-			s.log.Error("control socket", "err", err)
+			log.Error("control socket", "err", err)
 		}
 	}()
 	return nil

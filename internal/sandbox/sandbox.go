@@ -28,9 +28,9 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/localaws"
-	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
@@ -149,13 +149,7 @@ func (o *NodeOptions) Validate() error {
 }
 
 // Node is a node the sandbox launched and how long it took to become Ready.
-type Node struct {
-	Name         string  `json:"name"`
-	InstanceID   string  `json:"instanceID"`
-	IP           string  `json:"ip"`
-	Kubelet      string  `json:"kubelet"`
-	ReadySeconds float64 `json:"readySeconds"`
-}
+type Node = launcher.Node
 
 // Cluster describes a cluster.
 type Cluster struct {
@@ -179,38 +173,13 @@ type Sandbox struct {
 	cluster    *controlplane.Cluster
 	controller *controller.Controller
 
-	mu    sync.Mutex // serializes AddNodes; guards nodes
-	wmu   sync.Mutex // guards w
-	w     *workers   // nil until nodes are launched
-	nodes []Node
+	mu       sync.Mutex // serializes AddNodes; guards nodes
+	nodes    []Node
+	lmu      sync.Mutex         // guards launcher
+	launcher *launcher.Launcher // nil until nodes are launched
 
 	stopOnce sync.Once
 	stopErr  error
-}
-
-// StateRoot is where clusters keep their state: $XDG_STATE_HOME/nodejoin, by default
-// ~/.local/state/nodejoin.
-func StateRoot() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "nodejoin"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the state directory: set XDG_STATE_HOME or HOME: %w", err)
-	}
-	return filepath.Join(home, ".local", "state", "nodejoin"), nil
-}
-
-// StateDir is the state directory of the cluster name.
-func StateDir(name string) (string, error) {
-	root, err := StateRoot()
-	if err != nil {
-		return "", err
-	}
-	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
-		return "", fmt.Errorf("cluster name %q is not a plain name", name)
-	}
-	return filepath.Join(root, name), nil
 }
 
 func (o *Options) complete() error {
@@ -302,42 +271,14 @@ func (s *Sandbox) Failed() <-chan struct{} { return s.controller.Failed() }
 // Err is why the sandbox failed, once Failed is closed.
 func (s *Sandbox) Err() error { return s.controller.Err() }
 
-// AddNodes launches more instances, with Start's node options for what o leaves out,
-// and waits until they are Ready.
-func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, onProgress Progress) ([]Node, error) {
-	o = o.withDefaults(s.opts.Nodes)
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rep := progress.NewReporter(onProgress)
-	w, err := s.ensureWorkers(ctx, rep)
-	if err != nil {
-		return nil, err
-	}
-	if o.Identity != string(w.identity) {
-		return nil, &OptionError{"identity", o.Identity, fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", w.identity)}
-	}
-	if o.Kubelet != "" && o.Kubelet != string(w.kubelet) {
-		return nil, &OptionError{"kubelet", o.Kubelet, fmt.Sprintf("this cluster runs %s kubelets", w.kubelet)}
-	}
-	nodes, err := w.run(ctx, o, rep)
-	if err != nil {
-		return nil, err
-	}
-	s.nodes = append(s.nodes, nodes...)
-	return nodes, writeNodes(s.opts.StateDir, s.nodes)
-}
-
 // Stop stops the nodes, then the controller, then the control plane. It leaves the
 // state directory (and its logs); Delete removes it.
 func (s *Sandbox) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		w := s.currentWorkers()
+		l := s.currentLauncher()
 		var errs []error
-		if w != nil {
-			if err := w.stop(ctx); err != nil {
+		if l != nil {
+			if err := l.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("stopping the nodes: %w", err))
 			}
 		}
@@ -354,18 +295,4 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr
-}
-
-// destroy stops the cluster in dir and removes everything it made: first its owner
-// process (which stops its instances and daemons in order), then whatever a crashed
-// owner left — instance processes, mounts, cgroups, namespaces — then the control
-// plane's leftovers and the state directory.
-func destroy(ctx context.Context, dir, name string) error {
-	if s, err := controlplane.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
-		process.Terminate(s.Owner, 90*time.Second)
-	}
-	if err := instance.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
-		return err
-	}
-	return controlplane.Destroy(ctx, dir)
 }

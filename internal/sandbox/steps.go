@@ -6,6 +6,8 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
@@ -73,11 +75,15 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
+			Launcher: &asgLauncher{
+				ensure:  func(ctx context.Context) (*launcher.Launcher, error) { return sb.ensureLauncher(ctx, nil) },
+				current: sb.currentLauncher, kubelet: instance.KubeletKind(sb.opts.NodeGroupKubelet),
+			},
+			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName})
-		sb.wmu.Lock() // the Auto Scaling launcher reads it from another goroutine
+		sb.lmu.Lock() // the Auto Scaling launcher reads it from another goroutine
 		sb.controller = c
-		sb.wmu.Unlock()
+		sb.lmu.Unlock()
 		return err
 	})
 }
@@ -92,7 +98,7 @@ func (nodeAccessStep) Run(ctx context.Context, s *state) error {
 	if s.sandbox.opts.Nodes.Count == 0 {
 		return nil
 	}
-	_, err := s.sandbox.ensureWorkers(ctx, s.progress)
+	_, err := s.sandbox.ensureLauncher(ctx, s.progress)
 	return err
 }
 
@@ -106,7 +112,7 @@ func (nodesStep) Run(ctx context.Context, s *state) error {
 	if sb.opts.Nodes.Count == 0 {
 		return writeNodes(sb.opts.StateDir, nil)
 	}
-	nodes, err := sb.currentWorkers().run(ctx, sb.opts.Nodes, s.progress)
+	nodes, err := sb.currentLauncher().Run(ctx, sb.opts.Nodes.request(), s.progress)
 	if err != nil {
 		return err
 	}
@@ -123,7 +129,7 @@ func (controlSocketStep) Run(ctx context.Context, s *state) error {
 	if !s.sandbox.opts.Control {
 		return nil
 	}
-	if err := s.sandbox.serveControl(ctx); err != nil {
+	if err := serveControl(ctx, s.sandbox.opts.StateDir, s.sandbox.log, s.sandbox.AddNodes); err != nil {
 		// The cluster works without it; only `nodejoin add node` cannot reach it.
 		s.progress.Note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
 	}
