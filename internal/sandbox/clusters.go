@@ -9,9 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
@@ -133,18 +130,6 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 		out = append(out, ns)
 	}
 	return out, nil
-}
-
-// clientFor returns an admin client of the cluster s describes.
-func clientFor(s *controlplane.State) (kubernetes.Interface, error) {
-	if !s.Running() {
-		return nil, errors.New("the cluster is not running")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(cfg)
 }
 
 // Deleted says what Delete did.

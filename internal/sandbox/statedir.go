@@ -13,6 +13,8 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // StateRoot is where clusters keep their state: $XDG_STATE_HOME/nodejoin, by default
@@ -97,4 +99,16 @@ func readNodes(dir string) []Node {
 		_ = json.Unmarshal(data, &nodes)
 	}
 	return nodes
+}
+
+// clientFor returns an admin client of the cluster s describes.
+func clientFor(s *controlplane.State) (kubernetes.Interface, error) {
+	if !s.Running() {
+		return nil, errors.New("the cluster is not running")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
