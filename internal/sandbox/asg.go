@@ -9,19 +9,19 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 )
 
-// asgLauncher lets the local cloud's Auto Scaling groups launch local instances
+// asgAdapter lets the local cloud's Auto Scaling groups launch local instances
 // (localaws.Launcher) through the cluster's launcher: from their launch template's user
 // data, type, instance profile, zone and tags, with simulated kubelets unless kubelet
 // asks for real ones. The launcher starts on the first launch, since the local cloud
 // starts before it.
-type asgLauncher struct {
+type asgAdapter struct {
 	ensure  func(context.Context) (*launcher.Launcher, error)
 	current func() *launcher.Launcher
 	kubelet instance.KubeletKind
 }
 
 // Launch starts an instance and returns once EC2 shows it running.
-func (a *asgLauncher) Launch(ctx context.Context, ls localaws.LaunchSpec) (string, error) {
+func (a *asgAdapter) Launch(ctx context.Context, ls localaws.LaunchSpec) (string, error) {
 	l, err := a.ensure(ctx)
 	if err != nil {
 		return "", &localaws.LaunchError{Code: "InternalFailure", Message: "The local instance provider is not available: " + err.Error()}
@@ -48,7 +48,7 @@ func (a *asgLauncher) Launch(ctx context.Context, ls localaws.LaunchSpec) (strin
 }
 
 // Terminate terminates a local instance; one already gone is no error.
-func (a *asgLauncher) Terminate(ctx context.Context, id string) error {
+func (a *asgAdapter) Terminate(ctx context.Context, id string) error {
 	l := a.current()
 	if l == nil {
 		return nil

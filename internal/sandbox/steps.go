@@ -75,7 +75,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: &asgLauncher{
+			Launcher: &asgAdapter{
 				ensure:  func(ctx context.Context) (*launcher.Launcher, error) { return sb.ensureLauncher(ctx, nil) },
 				current: sb.currentLauncher, kubelet: instance.KubeletKind(sb.opts.NodeGroupKubelet),
 			},
