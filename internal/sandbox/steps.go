@@ -81,7 +81,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 			},
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName})
-		sb.lmu.Lock() // the Auto Scaling launcher reads it from another goroutine
+		sb.lmu.Lock() // ensureLauncher reads it for Auto Scaling launches, in another goroutine
 		sb.controller = c
 		sb.lmu.Unlock()
 		return err

@@ -25,7 +25,7 @@ type Sandbox struct {
 
 	mu       sync.Mutex // serializes AddNodes; guards nodes
 	nodes    []Node
-	lmu      sync.Mutex         // guards launcher
+	lmu      sync.Mutex         // guards launcher, and controller while Start sets it
 	launcher *launcher.Launcher // nil until nodes are launched
 
 	stopOnce sync.Once
