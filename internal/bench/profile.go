@@ -117,3 +117,19 @@ func (r *run) writeProfile(what string, data []byte) {
 		r.progress("warning: %v", err)
 	}
 }
+
+// heapProfiles saves each live replica's heap profile.
+func (r *run) heapProfiles(ctx context.Context) {
+	for _, rep := range r.replicas {
+		if rep.killed || rep.pprofURL == "" {
+			continue
+		}
+		data, err := fetch(ctx, rep.pprofURL+"heap")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(r.opts.ProfileDir, r.label+"-"+rep.id+".heap.pprof"), data, 0o644) //nolint:gosec // G306: a heap profile for the operator's tools, no secrets.
+		}
+		if err != nil {
+			r.progress("warning: heap profile of controller %s: %v", rep.id, err)
+		}
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
@@ -17,24 +15,12 @@ import (
 // A token minted for node group "workers" binds nodeclient to that group's
 // bootstrappers only: the real kube-apiserver allows the SubjectAccessReview the CSR
 // policy makes for a bootstrapper of "workers", and denies it to a bootstrapper of
-// another group, or of none; nodejoin's roles no longer bind it to every bootstrapper,
-// and applying them removes the binding that did.
+// another group, or of none.
 func TestNodeClientOnlyForTheTokensNodeGroup(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
-	// The binding of older releases, granting nodeclient to every bootstrapper.
-	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodejoin:nodeclient"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rbac.NodeClientRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:bootstrappers"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if err := rbac.Apply(ctx, env.Client, nil, "test"); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "nodejoin:nodeclient", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the binding of every bootstrapper to nodeclient survived Apply: %v", err)
 	}
 	if _, err := bootstraptoken.Mint(ctx, env.Client, "workers", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)

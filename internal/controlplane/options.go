@@ -9,8 +9,9 @@
 // the host reaches the API through a loopback port that this package forwards into the
 // namespace. Without root it runs on the host's loopback interface.
 //
-// It is over 600 lines because it runs a whole control plane: options, PKI, the state
-// file, the daemons, the restarted components and their health checks, one file each.
+// options.go, pki.go, state.go (the state file), daemons.go, components.go (the
+// restarted components), health.go and cluster.go hold its parts. It imports pki, netns,
+// process and toolbin; nothing of the nodes or the cloud.
 package controlplane
 
 import (

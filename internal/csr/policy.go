@@ -6,8 +6,9 @@
 // it belongs to that node's own instance according to the instance inventory — never
 // according to the Node object, which the kubelet writes itself.
 //
-// It is over 600 lines because the policy, the signer and the reconciler that applies
-// them share the CSR's parsed form and its reasons; each has a file of its own.
+// The policy (policy.go), the signer (signer.go) and the reconciler that applies them
+// (controller.go) share the CSR's parsed form and its reasons. It imports pki and the
+// instance inventory.
 package csr
 
 import (

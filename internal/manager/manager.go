@@ -62,8 +62,8 @@ const Component = "nodejoin-controller"
 // controller's CPU profile under a burst of joining nodes shows it busy about 6% of
 // the time, and its work queue's metrics show a CSR waiting longer for a worker than
 // being settled. Thirty-two workers keep that many CSRs in flight (with 200 nodes
-// joining at once, every certificate was issued about a fifth sooner than with 16, the
-// default before); each CSR is still settled by one worker at a time.
+// joining at once, every certificate was issued about a fifth sooner than with 16); each
+// CSR is still settled by one worker at a time.
 const (
 	DefaultCSRWorkers  = 32
 	DefaultNodeWorkers = 2

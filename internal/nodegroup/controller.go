@@ -1,13 +1,12 @@
 // Package nodegroup is the NodeGroup controller: it keeps one EC2 launch template and
-// one Auto Scaling group per NodeGroup, reconciles the group's size, replaces instances
-// that do not join, reports health issues with the EKS codes, and rolls the group onto
-// a new launch template version the way EKS managed node groups do (update.go), draining
-// nodes through the Eviction API (drain.go). It talks to the cloud only through
-// aws-sdk-go-v2 (cloud.go). Every step of an update is persisted in the NodeGroup's
-// status, so that a restarted controller resumes where the last one stopped.
-//
-// The package is over 600 lines because the reconciler, the update state machine and
-// the drain share one state type and one set of events and metrics.
+// one Auto Scaling group per NodeGroup and persists every step in the NodeGroup's
+// status, so that a restarted controller resumes where the last one stopped. The
+// reconciler is controller.go; it rolls the group onto a new launch template version
+// as EKS managed node groups do (update.go), keeps its size (scale.go), replaces
+// instances that do not join and reports launch failures with the EKS codes
+// (replace.go), deletes it (delete.go) and drains nodes through the Eviction API
+// (drain.go). It talks to the cloud only through aws-sdk-go-v2 (cloud.go) and imports
+// no other part of nodejoin but api/ and its userdata subpackage.
 package nodegroup
 
 import (

@@ -144,10 +144,6 @@ func For(controller *rbacv1.Subject) Objects {
 // certificate (certificatesigningrequests/nodeclient).
 const NodeClientRole = "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
 
-// staleNodeClientBinding bound NodeClientRole to every bootstrapper before the binding
-// became per node group; Apply deletes it.
-const staleNodeClientBinding = "nodejoin:nodeclient"
-
 // NodeGroupBindingName is the name of a node group's nodeclient binding.
 func NodeGroupBindingName(nodeGroup string) string { return "nodejoin:nodeclient:" + nodeGroup }
 
@@ -236,11 +232,6 @@ func ApplyObjects(ctx context.Context, client kubernetes.Interface, o Objects, f
 		if err != nil {
 			return fmt.Errorf("cluster role binding %s: %w", b.Name, err)
 		}
-	}
-	// Before node groups had bindings of their own, every bootstrapper could ask for a
-	// first client certificate of any node.
-	if err := rbac.ClusterRoleBindings().Delete(ctx, staleNodeClientBinding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting cluster role binding %s: %w", staleNodeClientBinding, err)
 	}
 	for _, r := range o.Roles {
 		if err := apply(ctx, r, rbac.Roles(r.Namespace).Apply, opts); err != nil {

@@ -55,7 +55,7 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 	userData := base64.StdEncoding.EncodeToString(data)
 	if _, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("ng1"),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeM5Large, UserData: aws.String(userData),
-			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(nodeRole("asgx"))}}}); err != nil {
+			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(NodeRoleName("asgx"))}}}); err != nil {
 		t.Fatal(err)
 	}
 	var subnets []string

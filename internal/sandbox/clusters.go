@@ -9,34 +9,12 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 )
-
-// running returns the state directory and state of the running cluster name, or an
-// error that says what to do.
-func running(name string) (string, *controlplane.State, error) {
-	dir, err := StateDir(name)
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := controlplane.ReadState(dir)
-	if errors.Is(err, controlplane.ErrNoCluster) {
-		return "", nil, fmt.Errorf("no cluster named %s (nothing in %s); start one with `nodejoin up --name %s`", name, dir, name)
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	if !s.Running() || !s.Ready {
-		return "", nil, fmt.Errorf("cluster %s is not running; clean it up with `nodejoin down --name %s` and start it again", name, name)
-	}
-	return dir, s, nil
-}
 
 // Get describes the running cluster name.
 func Get(name string) (Cluster, error) {
@@ -131,7 +109,7 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asking the API server of cluster %s: %w", name, err)
 	}
-	accepted := acceptedUsers(filepath.Join(dir, controller.LogFile))
+	accepted := joinlog.AcceptedUsers(filepath.Join(dir, controller.LogFile))
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Launched.Before(recs[j].Launched) })
 	out := make([]NodeStatus, 0, len(recs))
 	for _, r := range recs {
@@ -152,18 +130,6 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 		out = append(out, ns)
 	}
 	return out, nil
-}
-
-// clientFor returns an admin client of the cluster s describes.
-func clientFor(s *controlplane.State) (kubernetes.Interface, error) {
-	if !s.Running() {
-		return nil, errors.New("the cluster is not running")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(cfg)
 }
 
 // Deleted says what Delete did.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // controlSocket is the Unix socket, in the state directory, where the process that runs
@@ -40,9 +42,9 @@ type addMessage struct {
 	Done   bool         `json:"done,omitempty"`
 }
 
-// serveControl answers AddNodesTo until ctx ends.
-func (s *Sandbox) serveControl(ctx context.Context) error {
-	path := filepath.Join(s.opts.StateDir, controlSocket)
+// serveControl answers AddNodesTo with add until ctx ends.
+func serveControl(ctx context.Context, stateDir string, log *slog.Logger, add func(context.Context, NodeOptions, Progress) ([]Node, error)) error {
+	path := filepath.Join(stateDir, controlSocket)
 	if len(path) >= 108 {
 		return fmt.Errorf("control socket path %s is longer than a Unix socket allows (107 bytes): use a shorter XDG_STATE_HOME", path)
 	}
@@ -61,7 +63,7 @@ func (s *Sandbox) serveControl(ctx context.Context) error {
 		}
 		rw.Header().Set("Content-Type", "application/jsonl")
 		out := &lineWriter{w: rw}
-		nodes, err := s.AddNodes(r.Context(), req.Nodes, func(e Event) { out.send(addMessage{Event: &e}) })
+		nodes, err := add(r.Context(), req.Nodes, func(e Event) { out.send(addMessage{Event: &e}) })
 		if err != nil {
 			m := addMessage{Error: err.Error()}
 			errors.As(err, &m.Option)
@@ -73,7 +75,7 @@ func (s *Sandbox) serveControl(ctx context.Context) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := httpserver.Serve(ctx, srv, l); err != nil {
-			s.log.Error("control socket", "err", err)
+			log.Error("control socket", "err", err)
 		}
 	}()
 	return nil
@@ -97,7 +99,7 @@ func (f *lineWriter) send(m addMessage) {
 
 // AddNodesTo asks the process that runs the cluster name to launch nodes, relays its
 // progress, and returns the nodes once Ready.
-func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progress) ([]Node, error) {
+func AddNodesTo(ctx context.Context, name string, o NodeOptions, onProgress Progress) ([]Node, error) {
 	dir, _, err := running(name)
 	if err != nil {
 		return nil, err
@@ -124,7 +126,7 @@ func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progre
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("the cluster's process refused the request: %s", strings.TrimSpace(string(msg)))
 	}
-	rep := newReporter(progress)
+	rep := progress.NewReporter(onProgress)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {
@@ -134,7 +136,7 @@ func AddNodesTo(ctx context.Context, name string, o NodeOptions, progress Progre
 		}
 		switch {
 		case m.Event != nil:
-			rep.report(*m.Event)
+			rep.Report(*m.Event)
 		case m.Option != nil:
 			return nil, m.Option
 		case m.Error != "":

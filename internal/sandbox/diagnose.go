@@ -1,13 +1,11 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 )
 
@@ -141,62 +140,6 @@ func findRecord(dir, cluster, nameOrID string) (*instance.Record, error) {
 		nameOrID, cluster, strings.Join(known, ", "), cluster)
 }
 
-// nodeUserRE finds the user an authorization error names: the Node authorizer and
-// NodeRestriction quote it as User "system:node:NAME".
-var nodeUserRE = regexp.MustCompile(`User \\?"system:node:([^"\\]+)\\?"`)
-
-// foreignIdentity reads a kubelet log for a refusal that shows it authenticated as
-// another node; it returns that node and the log line.
-func foreignIdentity(kubeletLog, self string) (other, line string) {
-	eachLine(kubeletLog, func(l string) {
-		if !strings.Contains(l, "forbidden") {
-			return
-		}
-		if m := nodeUserRE.FindStringSubmatch(l); m != nil && m[1] != self {
-			// The registration attempt says it best; keep the first of those.
-			if other == "" || !strings.Contains(line, "register node") {
-				other, line = m[1], l
-			}
-		}
-	})
-	return other, line
-}
-
-// foreignIdentityReason is the reason given for a node that authenticated as another.
-func foreignIdentityReason(self, other string) string {
-	return fmt.Sprintf("the API server authenticated this kubelet as system:node:%s, not as %s: the instance presented credentials that belong to another instance, so the Node authorizer and NodeRestriction never let it act as %s", other, self, self)
-}
-
-// webhookDecisions returns the controller log's token decisions about user, and the
-// last denial of any token.
-func webhookDecisions(logPath, user string) (accepted []string, lastDenied string) {
-	eachLine(logPath, func(l string) {
-		switch {
-		case strings.Contains(l, `msg="token accepted"`) && strings.Contains(l, " user="+user+" "):
-			accepted = append(accepted, l)
-		case strings.Contains(l, `msg="token denied"`):
-			lastDenied = l
-		}
-	})
-	return accepted, lastDenied
-}
-
-// userRE finds the user of a "token accepted" line.
-var userRE = regexp.MustCompile(` user=(\S+) `)
-
-// acceptedUsers returns every user the controller log shows a token accepted for.
-func acceptedUsers(logPath string) map[string]bool {
-	users := map[string]bool{}
-	eachLine(logPath, func(l string) {
-		if strings.Contains(l, `msg="token accepted"`) {
-			if m := userRE.FindStringSubmatch(l); m != nil {
-				users[m[1]] = true
-			}
-		}
-	})
-	return users
-}
-
 func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *Report {
 	r := &Report{Cluster: cluster, Node: rec.NodeName, InstanceID: rec.ID, IP: rec.IP, Kubelet: string(rec.Kubelet),
 		Identity: string(rec.Identity), AMIFamily: string(rec.AMIFamily)}
@@ -232,35 +175,15 @@ func diagnose(ctx context.Context, dir, cluster string, rec *instance.Record) *R
 		return r
 	}
 	user := "system:node:" + rec.NodeName
-	accepted, lastDenied := webhookDecisions(controllerLog, user)
+	accepted, lastDenied := joinlog.WebhookDecisions(controllerLog, user)
 	other, otherLine := "", ""
 	lastKubeletError := ""
 	if rec.Kubelet == instance.KubeletReal {
-		other, otherLine = foreignIdentity(kubeletLog, rec.NodeName)
-		lastKubeletError = kubeletEvidence(kubeletLog)
+		other, otherLine = joinlog.ForeignIdentity(kubeletLog, rec.NodeName)
+		lastKubeletError = joinlog.KubeletEvidence(kubeletLog)
 	}
 	r.Steps = append(r.Steps, apiFindings(snap, rec, bootstrap, accepted, lastDenied, other, otherLine, lastKubeletError, controllerLog)...)
 	return r
-}
-
-// telling are the kubelet errors that explain a stuck join, by what they contain.
-var telling = []string{"forbidden", "Unauthorized", "Unable to register node", "x509", "certificate", "connection refused", "no such host", "getting credentials"}
-
-// kubeletEvidence returns the kubelet log's last error line that explains a stuck join,
-// else its last error line.
-func kubeletEvidence(path string) string {
-	var best string
-	if !eachLine(path, func(l string) {
-		if strings.HasPrefix(l, "E") && slices.ContainsFunc(telling, func(t string) bool { return strings.Contains(l, t) }) {
-			best = l
-		}
-	}) {
-		return ""
-	}
-	if best != "" {
-		return best
-	}
-	return instance.LastErrorLine(path)
 }
 
 func finding(st joinstatus.Status) Finding {
@@ -318,9 +241,9 @@ func apiFindings(snap *joinstatus.Snapshot, rec *instance.Record, bootstrap bool
 				f.Reason = "requests made as " + user + " reached the API server"
 			}
 		case st.Step == joinstatus.StepAuthenticated && other != "":
-			f.Status, f.Reason = string(joinstatus.Failed), foreignIdentityReason(rec.NodeName, other)
+			f.Status, f.Reason = string(joinstatus.Failed), joinlog.ForeignIdentityReason(rec.NodeName, other)
 			f.Evidence = append(f.Evidence, "kubelet: "+otherLine)
-			if acc, _ := webhookDecisions(controllerLog, "system:node:"+other); len(acc) > 0 {
+			if acc, _ := joinlog.WebhookDecisions(controllerLog, "system:node:"+other); len(acc) > 0 {
 				f.Evidence = append(f.Evidence, "webhook (latest token accepted as "+other+"): "+acc[len(acc)-1])
 			}
 			blocked = true
@@ -345,20 +268,4 @@ func apiFindings(snap *joinstatus.Snapshot, rec *instance.Record, bootstrap bool
 		out = append(out, f)
 	}
 	return out
-}
-
-// eachLine calls fn with every line of the file at path; it reports false when the file
-// cannot be read.
-func eachLine(path string, fn func(line string)) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fn(sc.Text())
-	}
-	return true
 }

@@ -1,77 +1,25 @@
 package sandbox
 
-import (
-	"sync"
-	"time"
-)
+import "github.com/nodejoin/nodejoin/internal/sandbox/progress"
 
 // Progress receives a sandbox's progress. Calls are serialized.
-type Progress func(Event)
+type Progress = progress.Func
 
-// EventKind says what an Event reports.
-type EventKind string
-
-// The kinds of events.
-const (
-	// StepStarted, StepDone and StepFailed report a step of creating the cluster
-	// (Step), with Elapsed once it ended.
-	StepStarted EventKind = "step-started"
-	StepDone    EventKind = "step-done"
-	StepFailed  EventKind = "step-failed"
-	// Note is a remark (Detail), such as why simulated kubelets replace real ones.
-	Note EventKind = "note"
-	// NodeStep reports that Node finished a join step (Step) Elapsed after its launch.
-	NodeStep EventKind = "node-step"
-	// NodeFailed reports that Node's Step failed, the reason in Detail.
-	NodeFailed EventKind = "node-failed"
-	// NodeCounts reports, for many nodes, how many (of Total) passed each step.
-	NodeCounts EventKind = "node-counts"
+// Event is one thing that happened; EventKind says what.
+type (
+	Event     = progress.Event
+	EventKind = progress.EventKind
+	// StepCount is how many nodes passed a join step.
+	StepCount = progress.StepCount
 )
 
-// Event is one thing that happened.
-type Event struct {
-	Kind    EventKind     `json:"kind"`
-	Step    string        `json:"step,omitempty"`
-	Node    string        `json:"node,omitempty"`
-	Elapsed time.Duration `json:"elapsed,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
-	Total   int           `json:"total,omitempty"`
-	Counts  []StepCount   `json:"counts,omitempty"`
-}
-
-// StepCount is how many nodes passed a join step.
-type StepCount struct {
-	Step  string `json:"step"`
-	Nodes int    `json:"nodes"`
-}
-
-// reporter serializes a Progress callback; a nil one discards.
-type reporter struct {
-	mu sync.Mutex
-	fn Progress
-}
-
-func newReporter(fn Progress) *reporter { return &reporter{fn: fn} }
-
-func (r *reporter) report(e Event) {
-	if r == nil || r.fn == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fn(e)
-}
-
-func (r *reporter) note(detail string) { r.report(Event{Kind: Note, Detail: detail}) }
-
-// timed reports a step's start and end around fn.
-func (r *reporter) timed(step string, fn func() error) error {
-	start := time.Now()
-	r.report(Event{Kind: StepStarted, Step: step})
-	if err := fn(); err != nil {
-		r.report(Event{Kind: StepFailed, Step: step, Elapsed: time.Since(start)})
-		return err
-	}
-	r.report(Event{Kind: StepDone, Step: step, Elapsed: time.Since(start)})
-	return nil
-}
+// The kinds of events; see package progress.
+const (
+	StepStarted = progress.StepStarted
+	StepDone    = progress.StepDone
+	StepFailed  = progress.StepFailed
+	Note        = progress.Note
+	NodeStep    = progress.NodeStep
+	NodeFailed  = progress.NodeFailed
+	NodeCounts  = progress.NodeCounts
+)

@@ -1,36 +1,36 @@
-// Package sandbox runs a local cluster whose nodes really join: a control plane (etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler), nodejoin-controller and the local cloud in this process, and
-// local instances whose kubelets — real or simulated — join it the way EKS nodes do.
+// Package sandbox runs `nodejoin up`, `add node`, `down`, `diagnose` and `export logs`:
+// a local cluster whose nodes really join, with the control plane (package
+// controlplane), nodejoin-controller and the local cloud (sandbox/controller) in this
+// process, and local instances (sandbox/launcher, sandbox/instance) whose kubelets —
+// real or simulated — join it the way EKS nodes do. It orders the steps and follows the
+// joins; the parts live in its subpackages. Nothing here prints: the CLI does.
 //
-// Start creates a cluster by running an ordered list of small steps (steps.go) and
-// returns a Sandbox that runs until Stop. AddNodes launches more instances into it.
-// Functions that take a cluster's name (Get, List, Nodes, Diagnose, ExportLogs, Delete,
-// AddNodesTo) work on a cluster run by another process, through its state directory
-// and control socket. Results are structs with JSON tags; progress goes to a Progress
-// callback. Nothing here prints: the CLI (internal/cmd/nodejoin) does.
+// Calls between its files go one way, each calling only those listed before it (steps.go
+// and nodes.go fill in the Sandbox that up.go declares):
 //
-// The in-process nodejoin-controller and local cloud are wired in package
-// sandbox/controller, which tests use too. This package is over 600 lines because it
-// holds one product, the local sandbox, whose parts (steps, nodes, control socket,
-// diagnosis, logs) share its state and types; each part has a file of its own.
+//	sandbox.go      options and result types
+//	progress.go     the progress events (sandbox/progress)
+//	statedir.go     a cluster's state directory: paths, records, teardown
+//	clusters.go, diagnose*.go, logs.go, images.go
+//	                get, list, delete, diagnose, export logs, images: a cluster by name,
+//	                through its state directory
+//	control.go      the control socket: AddNodesTo and its server
+//	asg.go          the local cloud's Auto Scaling launches, through the launcher
+//	nodes.go        AddNodes and the cluster's launcher (sandbox/launcher)
+//	steps.go        the ordered steps of Start
+//	up.go           Sandbox: Start, Stop
 package sandbox
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/localaws"
-	"github.com/nodejoin/nodejoin/internal/process"
-	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 )
 
 // Options configure a sandbox.
@@ -148,13 +148,7 @@ func (o *NodeOptions) Validate() error {
 }
 
 // Node is a node the sandbox launched and how long it took to become Ready.
-type Node struct {
-	Name         string  `json:"name"`
-	InstanceID   string  `json:"instanceID"`
-	IP           string  `json:"ip"`
-	Kubelet      string  `json:"kubelet"`
-	ReadySeconds float64 `json:"readySeconds"`
-}
+type Node = launcher.Node
 
 // Cluster describes a cluster.
 type Cluster struct {
@@ -168,48 +162,6 @@ type Cluster struct {
 	LogDir     string `json:"logDir"`
 	// Nodes are the nodes launched with up or add node, as they became Ready.
 	Nodes []Node `json:"nodes"`
-}
-
-// Sandbox is a cluster this process runs.
-type Sandbox struct {
-	opts Options
-	log  *slog.Logger
-
-	cluster    *controlplane.Cluster
-	controller *controller.Controller
-
-	mu    sync.Mutex // serializes AddNodes; guards nodes
-	wmu   sync.Mutex // guards w
-	w     *workers   // nil until nodes are launched
-	nodes []Node
-
-	stopOnce sync.Once
-	stopErr  error
-}
-
-// StateRoot is where clusters keep their state: $XDG_STATE_HOME/nodejoin, by default
-// ~/.local/state/nodejoin.
-func StateRoot() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "nodejoin"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the state directory: set XDG_STATE_HOME or HOME: %w", err)
-	}
-	return filepath.Join(home, ".local", "state", "nodejoin"), nil
-}
-
-// StateDir is the state directory of the cluster name.
-func StateDir(name string) (string, error) {
-	root, err := StateRoot()
-	if err != nil {
-		return "", err
-	}
-	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
-		return "", fmt.Errorf("cluster name %q is not a plain name", name)
-	}
-	return filepath.Join(root, name), nil
 }
 
 func (o *Options) complete() error {
@@ -248,123 +200,4 @@ func Check(opts Options) error {
 		return err
 	}
 	return controlplane.EnsureNoCluster(opts.StateDir)
-}
-
-// Start creates the cluster: it runs the creation steps in order and returns once every
-// node is Ready. On failure it stops what it started and removes the cluster.
-func Start(ctx context.Context, opts Options) (*Sandbox, error) {
-	if err := opts.complete(); err != nil {
-		return nil, err
-	}
-	// A cluster of this name is left alone: nothing below may remove it.
-	if err := controlplane.EnsureNoCluster(opts.StateDir); err != nil {
-		return nil, err
-	}
-	s := &Sandbox{opts: opts, log: opts.Log}
-	st := &state{sandbox: s, progress: newReporter(opts.Progress)}
-	for _, step := range creationSteps() {
-		if err := step.Run(ctx, st); err != nil {
-			err = fmt.Errorf("%s: %w", step.Name(), err)
-			if rmErr := s.remove(context.WithoutCancel(ctx)); rmErr != nil {
-				err = errors.Join(err, rmErr)
-			}
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("cluster %s: start interrupted", opts.Name)
-			}
-			return nil, fmt.Errorf("starting cluster %s: %w", opts.Name, err)
-		}
-	}
-	return s, nil
-}
-
-// remove stops what a failed start started and removes the cluster's state.
-func (s *Sandbox) remove(ctx context.Context) error {
-	return errors.Join(s.Stop(ctx), destroy(ctx, s.opts.StateDir, s.opts.Name))
-}
-
-// Info describes the sandbox.
-func (s *Sandbox) Info() Cluster {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.cluster
-	return Cluster{
-		Name: c.Name(), Running: true, PID: os.Getpid(), Network: string(c.Options().Network),
-		Endpoint: c.Endpoint(), Kubeconfig: c.KubeconfigPath(), StateDir: c.StateDir(),
-		LogDir: filepath.Join(c.StateDir(), "logs"), Nodes: append([]Node{}, s.nodes...),
-	}
-}
-
-// Failed is closed when the control plane or the controller stopped on its own; Err
-// then says why.
-func (s *Sandbox) Failed() <-chan struct{} { return s.controller.Failed() }
-
-// Err is why the sandbox failed, once Failed is closed.
-func (s *Sandbox) Err() error { return s.controller.Err() }
-
-// AddNodes launches more instances, with Start's node options for what o leaves out,
-// and waits until they are Ready.
-func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, progress Progress) ([]Node, error) {
-	o = o.withDefaults(s.opts.Nodes)
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rep := newReporter(progress)
-	w, err := s.ensureWorkers(ctx, rep)
-	if err != nil {
-		return nil, err
-	}
-	if o.Identity != string(w.identity) {
-		return nil, &OptionError{"identity", o.Identity, fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", w.identity)}
-	}
-	if o.Kubelet != "" && o.Kubelet != string(w.kubelet) {
-		return nil, &OptionError{"kubelet", o.Kubelet, fmt.Sprintf("this cluster runs %s kubelets", w.kubelet)}
-	}
-	nodes, err := w.run(ctx, o, rep)
-	if err != nil {
-		return nil, err
-	}
-	s.nodes = append(s.nodes, nodes...)
-	return nodes, writeNodes(s.opts.StateDir, s.nodes)
-}
-
-// Stop stops the nodes, then the controller, then the control plane. It leaves the
-// state directory (and its logs); Delete removes it.
-func (s *Sandbox) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		w := s.currentWorkers()
-		var errs []error
-		if w != nil {
-			if err := w.stop(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("stopping the nodes: %w", err))
-			}
-		}
-		if s.controller != nil {
-			if err := s.controller.Stop(); err != nil {
-				errs = append(errs, fmt.Errorf("stopping nodejoin-controller and the local cloud: %w", err))
-			}
-		}
-		if s.cluster != nil {
-			if err := s.cluster.Stop(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
-			}
-		}
-		s.stopErr = errors.Join(errs...)
-	})
-	return s.stopErr
-}
-
-// destroy stops the cluster in dir and removes everything it made: first its owner
-// process (which stops its instances and daemons in order), then whatever a crashed
-// owner left — instance processes, mounts, cgroups, namespaces — then the control
-// plane's leftovers and the state directory.
-func destroy(ctx context.Context, dir, name string) error {
-	if s, err := controlplane.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
-		process.Terminate(s.Owner, 90*time.Second)
-	}
-	if err := instance.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
-		return err
-	}
-	return controlplane.Destroy(ctx, dir)
 }

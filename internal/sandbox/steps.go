@@ -6,6 +6,9 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
 
 // step is one step of creating a cluster. Start runs creationSteps in order and stops
@@ -18,7 +21,7 @@ type step interface {
 // state is what the steps share: the sandbox they fill in, and where progress goes.
 type state struct {
 	sandbox  *Sandbox
-	progress *reporter
+	progress *progress.Reporter
 }
 
 // creationSteps are the steps of Start, in order.
@@ -51,7 +54,7 @@ func (controlPlaneStep) Run(ctx context.Context, s *state) error {
 		Log:           o.Log,
 		OnStep: func(step string, phase controlplane.StepPhase, elapsed time.Duration) {
 			kind := map[controlplane.StepPhase]EventKind{controlplane.StepStarted: StepStarted, controlplane.StepDone: StepDone, controlplane.StepFailed: StepFailed}[phase]
-			s.progress.report(Event{Kind: kind, Step: step, Elapsed: elapsed})
+			s.progress.Report(Event{Kind: kind, Step: step, Elapsed: elapsed})
 		},
 		// nodejoin-controller, run by this process, authenticates node tokens.
 		TokenWebhook: true,
@@ -68,15 +71,19 @@ type controllerStep struct{}
 func (controllerStep) Name() string { return "starting nodejoin-controller" }
 
 func (controllerStep) Run(ctx context.Context, s *state) error {
-	return s.progress.timed("starting nodejoin-controller", func() error {
+	return s.progress.Timed("starting nodejoin-controller", func() error {
 		sb := s.sandbox
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
-			Launcher: newASGLauncher(sb), NodeInstanceProfile: nodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
+			Launcher: &asgAdapter{
+				ensure:  func(ctx context.Context) (*launcher.Launcher, error) { return sb.ensureLauncher(ctx, nil) },
+				current: sb.currentLauncher, kubelet: instance.KubeletKind(sb.opts.NodeGroupKubelet),
+			},
+			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName})
-		sb.wmu.Lock() // the Auto Scaling launcher reads it from another goroutine
+		sb.lmu.Lock() // ensureLauncher reads it for Auto Scaling launches, in another goroutine
 		sb.controller = c
-		sb.wmu.Unlock()
+		sb.lmu.Unlock()
 		return err
 	})
 }
@@ -91,7 +98,7 @@ func (nodeAccessStep) Run(ctx context.Context, s *state) error {
 	if s.sandbox.opts.Nodes.Count == 0 {
 		return nil
 	}
-	_, err := s.sandbox.ensureWorkers(ctx, s.progress)
+	_, err := s.sandbox.ensureLauncher(ctx, s.progress)
 	return err
 }
 
@@ -105,7 +112,7 @@ func (nodesStep) Run(ctx context.Context, s *state) error {
 	if sb.opts.Nodes.Count == 0 {
 		return writeNodes(sb.opts.StateDir, nil)
 	}
-	nodes, err := sb.currentWorkers().run(ctx, sb.opts.Nodes, s.progress)
+	nodes, err := sb.currentLauncher().Run(ctx, sb.opts.Nodes.request(), s.progress)
 	if err != nil {
 		return err
 	}
@@ -122,9 +129,9 @@ func (controlSocketStep) Run(ctx context.Context, s *state) error {
 	if !s.sandbox.opts.Control {
 		return nil
 	}
-	if err := s.sandbox.serveControl(ctx); err != nil {
+	if err := serveControl(ctx, s.sandbox.opts.StateDir, s.sandbox.log, s.sandbox.AddNodes); err != nil {
 		// The cluster works without it; only `nodejoin add node` cannot reach it.
-		s.progress.note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
+		s.progress.Note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
 	}
 	return nil
 }

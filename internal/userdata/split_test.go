@@ -153,7 +153,7 @@ func TestSplitMalformed(t *testing.T) {
 	}
 }
 
-// Folded header lines must not grow a value without bound (that was quadratic).
+// Folded header lines must not grow a value without bound (in quadratic time).
 func TestSplitEndlessHeadersAreCheap(t *testing.T) {
 	doc, err := Split([]byte("Content-Type: multipart/mixed; boundary=B\n" + strings.Repeat(" x\n", 200000)))
 	if err != nil || doc.Multipart {

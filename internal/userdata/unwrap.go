@@ -5,8 +5,8 @@
 // splits user data into parts and says what each part is; Translate turns the parts
 // into NodeConfig documents.
 //
-// It is over 600 lines because it reads every supported user-data format, one file
-// each (MIME, bootstrap.sh and its shell, cloud-config, Bottlerocket TOML, PowerShell).
+// Each format has a file (mime.go, bootstrap.go and shell.go, cloudconfig.go,
+// bottlerocket.go, powershell.go). It imports only the api/ types.
 package userdata
 
 import (

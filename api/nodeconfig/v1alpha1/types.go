@@ -3,8 +3,9 @@
 // names match the upstream API exactly, so existing user data decodes unchanged;
 // decoding here is strict (see Decode).
 //
-// It is over 600 lines because one API version keeps its types, strict decoding and
-// validation together, as Kubernetes API packages do; each has a file of its own.
+// types.go holds the types, decode.go the strict decoding and validate.go the
+// validation, as Kubernetes API packages keep them. Of nodejoin it imports only
+// internal/editdistance (for the closest field name of an unknown one).
 package v1alpha1
 
 import (

@@ -5,13 +5,13 @@
 // allocation, and writes the CNI configuration only once all of that is serving — the
 // node's network becomes ready when, and only while, ipamd is.
 //
-// The package is over 600 lines because its files share one Daemon's state (the
-// instance, its limits, the datastore, the last errors); what needs none of it lives
-// in subpackages: pool (the decision, pure), datastore (allocations and checkpoint),
-// cloud (IMDS and EC2), hostnet (netlink). Files: ipamd.go (options, start-up and
-// shutdown order), manager.go (the pool loop and the EC2 actions), server.go
-// (ipamrpc.Backend), introspect.go (/healthz, /v1/state), metrics.go, ec2observe.go,
-// conflist.go, env.go (the VPC CNI's environment knobs).
+// Its files share one Daemon's state (the instance, its limits, the datastore, the
+// last errors); what needs none of it lives in subpackages: pool (the decision, pure),
+// datastore (allocations and checkpoint), cloud (IMDS and EC2), hostnet (netlink).
+// Files: ipamd.go (options, start-up and shutdown order), manager.go (the pool loop
+// and the EC2 actions), server.go (ipamrpc.Backend), introspect.go (/healthz,
+// /v1/state), metrics.go, ec2observe.go, conflist.go, env.go (the VPC CNI's environment
+// knobs).
 package ipamd
 
 import (

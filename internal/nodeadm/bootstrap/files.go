@@ -1,9 +1,10 @@
 // Package bootstrap turns a merged NodeConfig and the instance's metadata into the files a
 // node's kubelet and containerd need, writes them atomically, and starts the daemons.
 //
-// It is over 600 lines because it covers a node's whole bootstrap — config sources,
-// metadata, rendering of the kubelet's and containerd's files, atomic writes, daemon
-// managers — which share the rendered Files; each part has a file of its own.
+// It owns a node's whole bootstrap — config sources, metadata, rendering of the
+// kubelet's and containerd's files, atomic writes, daemon managers — around the rendered
+// Files; each part has a file of its own. It imports nodeadm/nodeconfig, userdata and
+// the api/ types.
 package bootstrap
 
 import (

@@ -498,8 +498,8 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	}
 	p := inst.p
 	n := SimNode{
-		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + inst.zone() + "/" + inst.ID,
-		InstanceType: inst.InstanceType, Zone: inst.zone(), Region: p.Region(),
+		NodeName: inst.NodeName, InternalIP: inst.IP, ProviderID: "aws:///" + inst.Zone + "/" + inst.ID,
+		InstanceType: inst.InstanceType, Zone: inst.Zone, Region: p.Region(),
 		Server: p.cfg.HostEndpoint, CAPEM: p.cfg.Cluster.CAPEM,
 	}
 	reg, err := inst.registration(ctx)
@@ -535,10 +535,6 @@ func (inst *Instance) startSim(ctx context.Context, run SimRunner) error {
 	go func() { inst.simDone <- run(simCtx, n) }()
 	return nil
 }
-
-// zone is the instance's availability zone (records written before zones were per
-// instance have none: the provider's).
-func (inst *Instance) zone() string { return cmp.Or(inst.Zone, inst.p.cfg.Zone) }
 
 // SimDone reports a simulated kubelet's end (nil for a real instance).
 func (inst *Instance) SimDone() <-chan error {

@@ -10,9 +10,10 @@
 // no namespace: its IMDS listens on the host's loopback and a kubeletsim.Kubelet plays
 // its kubelet.
 //
-// It is over 600 lines because an instance has many parts whose teardown must mirror
-// their creation (namespace, IMDS, root, cgroups, mounts, processes, host sysctls);
-// keeping them in one package keeps creation and cleanup side by side.
+// It owns every part of an instance (namespace, IMDS, root, cgroups, mounts, processes,
+// host sysctls), so that creation and teardown mirror each other. It imports the local
+// cloud (localaws), netns, nodeadm's bootstrap and the user-data decoder; not the
+// sandbox that uses it.
 package instance
 
 import (

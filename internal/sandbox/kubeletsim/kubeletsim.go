@@ -9,9 +9,8 @@
 // is reported Running and Ready at once, and a pod being deleted is confirmed deleted
 // at once.
 //
-// It is over 600 lines because a simulated kubelet speaks several of the kubelet's
-// protocols (credentials and certificate rotation, registration and leases, pods), one
-// file each.
+// certs.go holds the credentials and certificate rotation, node.go registration and
+// leases, pods.go the pods. Of nodejoin it imports only internal/addons.
 package kubeletsim
 
 import (

@@ -1,4 +1,4 @@
-package sandbox
+package joinlog
 
 import (
 	"os"
@@ -19,16 +19,16 @@ func TestForeignIdentityIsFoundInTheKubeletLog(t *testing.T) {
 	if err := os.WriteFile(path, []byte(stolenLog), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	other, line := foreignIdentity(path, "ip-198-18-0-13.local.internal")
+	other, line := ForeignIdentity(path, "ip-198-18-0-13.local.internal")
 	if other != "ip-198-18-0-11.local.internal" || !strings.Contains(line, "Unable to register node") {
-		t.Errorf("foreignIdentity = %q, %q", other, line)
+		t.Errorf("ForeignIdentity = %q, %q", other, line)
 	}
 	// The kubelet's own name in a refusal is no sign of stolen credentials.
-	if other, _ := foreignIdentity(path, "ip-198-18-0-11.local.internal"); other != "" {
+	if other, _ := ForeignIdentity(path, "ip-198-18-0-11.local.internal"); other != "" {
 		t.Errorf("own identity reported as foreign: %q", other)
 	}
 	// The telling line is the registration refusal, not the last, noisier, error.
-	if ev := kubeletEvidence(path); !strings.Contains(ev, "Unable to register node") {
+	if ev := KubeletEvidence(path); !strings.Contains(ev, "Unable to register node") {
 		t.Errorf("evidence %q", ev)
 	}
 }

@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+)
+
+// counters are the cumulative figures read before, during and after a burst.
+type counters struct {
+	api           counter
+	calls         map[string]float64 // per node, by call
+	sts, ec2, iam int
+}
+
+// apiRequests reads apiserver_request_total, summed over its labels.
+func (r *run) apiRequests(ctx context.Context) (float64, error) {
+	calls, err := r.apiRequestsByCall(ctx)
+	return total(calls), err
+}
+
+// apiRequestsByCall reads apiserver_request_total, summed by verb and resource.
+func (r *run) apiRequestsByCall(ctx context.Context) (map[string]float64, error) {
+	raw, err := r.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
+	}
+	s, err := parseMetrics(strings.NewReader(string(raw)), "apiserver_request_total")
+	if err != nil {
+		return nil, err
+	}
+	return byCall(s), nil
+}
+
+// join runs the burst: N kubelets at once, until every node is Ready with every
+// certificate issued.
+//
+//nolint:gocyclo // the burst's steps in order, read top to bottom.
+func (r *run) join(ctx context.Context) (*burstResult, error) {
+	n := r.opts.Nodes
+	token, err := r.nodeAccess(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.instances = make([]localaws.Instance, n)
+	for i := range n {
+		if r.instances[i], err = r.launch(i); err != nil {
+			return nil, err
+		}
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if err := r.rec.start(watchCtx, r.client); err != nil {
+		return nil, err
+	}
+	var c counters
+	callsBefore, err := r.apiRequestsByCall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.api.observe(total(callsBefore))
+	sts0, ec20, iam0 := r.cloud.STS.Calls(), r.cloud.EC2.Calls(), r.cloud.IAM.Calls()
+	m0 := r.controllerMetrics(ctx)
+	for _, rep := range r.replicas {
+		rep.cpuAtBurst = rep.sample().cpuSeconds
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+
+	r.progress("starting %d simulated kubelets at once", n)
+	simCtx, stopSims := context.WithCancel(context.WithoutCancel(ctx))
+	kubelets := make([]*kubeletsim.Kubelet, n)
+	stopProfiles := r.burstProfiles(ctx)
+	defer stopProfiles()
+	start := time.Now()
+	for i, inst := range r.instances {
+		k, err := kubeletsim.Start(simCtx, r.kubeletConfig(inst, token))
+		if err != nil {
+			stopSims()
+			return nil, err
+		}
+		kubelets[i] = k
+	}
+	defer func() {
+		stopSims()
+		for _, k := range kubelets {
+			_ = k.Wait()
+		}
+	}()
+
+	var faultAt time.Duration
+	var faultOnce sync.Once
+	var faultErr error
+	deadline := start.Add(r.opts.Timeout)
+	for {
+		done, failed := 0, ""
+		for _, k := range kubelets {
+			st := k.Status()
+			if st.Ready && st.ServingCertificate.Issued > 0 && (token == "" || st.ClientCertificate.Issued > 0) {
+				done++
+			}
+			if st.Phase == kubeletsim.PhaseFailed && failed == "" {
+				failed = st.Node + ": " + st.LastError
+			}
+		}
+		if failed != "" {
+			return nil, fmt.Errorf("node %s", failed)
+		}
+		if done == n {
+			break
+		}
+		if r.fault != "" && done >= n/2 {
+			faultOnce.Do(func() {
+				faultAt = time.Since(start)
+				r.progress("%d of %d nodes joined: injecting %s", done, n, r.fault)
+				faultErr = r.inject(ctx, &c)
+			})
+			if faultErr != nil {
+				return nil, faultErr
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d nodes joined after %s", done, n, r.opts.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	r.progress("all %d nodes joined after %.1fs", n, time.Since(start).Seconds())
+	stopProfiles()
+	// Whatever is still on its way (a late duplicate CSR) has a moment to settle.
+	time.Sleep(time.Second)
+
+	callsAfter, err := r.apiRequestsByCall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.api.observe(total(callsAfter))
+	if !c.api.restarted {
+		c.calls = callsPerNode(callsBefore, callsAfter, n)
+	}
+	m1 := r.controllerMetrics(ctx)
+	c.sts, c.ec2, c.iam = r.cloud.STS.Calls()-sts0, r.cloud.EC2.Calls()-ec20, r.cloud.IAM.Calls()-iam0
+	var cpu, peak float64
+	for _, rep := range r.replicas {
+		st := rep.final
+		if !rep.killed {
+			st = rep.sample()
+		}
+		cpu += st.cpuSeconds - rep.cpuAtBurst
+		peak = max(peak, st.peakMiB)
+	}
+	if r.opts.ProfileDir != "" {
+		r.heapProfiles(ctx)
+	}
+	csrs, ready := r.rec.snapshot()
+	rep := r.report(start, kubelets, csrs, ready, &c, m0, m1)
+	rep.ControllerCPUSeconds = round(cpu, 2)
+	rep.ControllerPeakRSSMiB = round(peak, 1)
+	rep.Load = loadAvg(load)
+	return &burstResult{Report: rep, faultAt: seconds(faultAt)}, nil
+}
+
+// inject injects the run's fault.
+func (r *run) inject(ctx context.Context, c *counters) error {
+	switch r.fault {
+	case FaultAPIServerRestart:
+		// The request counter starts again at zero: count what it had reached.
+		if v, err := r.apiRequests(ctx); err == nil {
+			c.api.observe(v)
+		}
+		if err := r.cluster.RestartAPIServer(ctx); err != nil {
+			return fmt.Errorf("restarting kube-apiserver: %w", err)
+		}
+		return nil
+	case FaultLeaderKill:
+		lease, err := r.client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "nodejoin-controller", metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading the leader's Lease: %w", err)
+		}
+		holder := ""
+		if lease.Spec.HolderIdentity != nil {
+			holder = *lease.Spec.HolderIdentity
+		}
+		for _, rep := range r.replicas {
+			if rep.id == holder {
+				rep.sample()
+				rep.killed = true
+				rep.proc.Kill()
+				r.progress("killed the leader, replica %s", rep.id)
+				return nil
+			}
+		}
+		return fmt.Errorf("the Lease's holder %q is none of the replicas", holder)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package nodegroup
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+func TestInvalidSpecTouchesNoCloud(t *testing.T) {
+	ng := baseGroup(2)
+	ng.Spec.UpdateConfig = &v1alpha1.UpdateConfig{MaxUnavailable: ptr.To[int32](1), MaxUnavailablePercentage: ptr.To[int32](10)}
+	h := newHarness(t, ng)
+	h.tick()
+	h.tick()
+	got := h.get()
+	c := meta(got, "Ready")
+	if c == nil || c.Reason != "InvalidSpec" || !strings.Contains(c.Message, "spec.updateConfig") || got.Status.Phase != v1alpha1.PhaseCreateFailed {
+		t.Errorf("condition %+v phase %s", c, got.Status.Phase)
+	}
+	if len(h.cloud.templates) != 0 || len(h.cloud.groups) != 0 {
+		t.Error("an invalid group reached the cloud")
+	}
+}
+
+func meta(ng *v1alpha1.NodeGroup, typ string) *metav1.Condition {
+	for i := range ng.Status.Conditions {
+		if ng.Status.Conditions[i].Type == typ {
+			return &ng.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestUnrenderableUserDataIsReported(t *testing.T) {
+	ng := baseGroup(1)
+	// A custom AMI takes the user's user data as it is; without any there is nothing
+	// to boot with.
+	ng.Spec.Template.AMIID = "ami-0fedcba9876543210"
+	h := newHarness(t, ng)
+	h.tick()
+	h.tick()
+	got := h.get()
+	if got.Status.Phase != v1alpha1.PhaseCreateFailed || !hasIssue(got.Status.Health.Issues, v1alpha1.IssueEc2LaunchTemplateInvalidConfig) ||
+		!strings.Contains(got.Status.Health.Issues[0].Message, "custom AMI") {
+		t.Errorf("phase %s issues %+v", got.Status.Phase, got.Status.Health.Issues)
+	}
+	if len(h.cloud.templates) != 0 || len(h.cloud.groups) != 0 {
+		t.Error("a group without user data reached the cloud")
+	}
+	// Giving it user data lets it be created.
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Template.UserData = "#!/bin/bash\n/etc/eks/bootstrap.sh c1\n" })
+	h.until("active", 40, active)
+}

@@ -1,0 +1,60 @@
+package nodegroup
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+)
+
+func TestScaleInDrainsFirst(t *testing.T) {
+	ng := baseGroup(3)
+	ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{Duration: 10 * time.Second}
+	h := newHarness(t, ng)
+	h.until("active", 40, active)
+	h.addWorkload("web", 3, 2)
+	ops := len(h.cloud.ops)
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize = ptr.To[int32](1) })
+	h.until("scaled in", 200, func(ng *v1alpha1.NodeGroup) bool {
+		return active(ng) && len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0
+	})
+	if g := h.cloud.group(); g.desired != 1 || len(g.instances) != 1 {
+		t.Errorf("Auto Scaling group: desired %d, %d instances", g.desired, len(g.instances))
+	}
+	if w := h.workloads[0]; w.minHealthy < 2 || len(h.lostPods) > 0 {
+		t.Errorf("fewest healthy pods %d (PDB minAvailable 2); lost with their node: %q", w.minHealthy, h.lostPods)
+	}
+	for _, o := range h.cloud.opsSince(ops) {
+		if strings.HasPrefix(o, "scale-in") || strings.HasPrefix(o, "launch") {
+			t.Errorf("Auto Scaling picked or launched an instance itself: %q", h.cloud.opsSince(ops))
+		}
+	}
+	if !h.rec.has("NodeDrained") || h.rec.has("UpdateStarted") || h.rec.has("DrainForced") {
+		t.Errorf("events %q", h.rec.events)
+	}
+}
+
+// A scale-in whose drain a PDB blocks deletes the pods after the drain timeout, as
+// EKS terminates the node then, and says so.
+func TestScaleInForcesAfterDrainTimeout(t *testing.T) {
+	h := newHarness(t, baseGroup(2))
+	h.until("active", 40, active)
+	h.addWorkload("db", 2, 2)
+	start := h.now
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize = ptr.To[int32](1) })
+	for range 20 {
+		h.tick()
+	}
+	if si := h.get().Status.ScaleIn; len(si) != 1 || si[0].Step != v1alpha1.NodeStepDraining || len(si[0].Blocking) == 0 {
+		t.Fatalf("while the PDB refuses: scaleIn %+v", si)
+	}
+	h.until("scaled in", 400, func(ng *v1alpha1.NodeGroup) bool { return len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0 })
+	if h.now.Sub(start) < 15*time.Minute || !h.rec.has("DrainForced") || testutil.ToFloat64(h.r.metrics.Evictions.WithLabelValues("deleted")) == 0 {
+		t.Errorf("scale-in took %s; events %q", h.now.Sub(start), h.rec.events)
+	}
+}

@@ -1,0 +1,101 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+)
+
+// GroupInstance is an instance an Auto Scaling group launches, from its launch
+// template's user data, type, image, role, zone and tags.
+type GroupInstance struct {
+	Group        string
+	InstanceType string
+	ImageID      string
+	UserData     []byte
+	// Role is the instance profile's role; "" for none.
+	Role    string
+	Zone    string
+	Tags    map[string]string
+	Kubelet instance.KubeletKind
+}
+
+// Launch starts an instance for an Auto Scaling group and returns its ID once it runs;
+// nodeadm (or the simulated kubelet) then runs in the background, and the join is
+// followed, as on AWS, by whoever waits for the node. It shares the provider of Run's
+// instances, so that they are listed and terminated together.
+func (lr *Launcher) Launch(ctx context.Context, g GroupInstance) (string, error) {
+	kind := g.Kubelet
+	if kind == "" {
+		kind = instance.KubeletSim
+	}
+	spec := instance.Spec{
+		InstanceType: g.InstanceType, AMIFamily: sniffFamily(g.UserData), Identity: instance.IdentityAWSIAM, Role: g.Role,
+		Kubelet: kind, UserData: g.UserData, Zone: g.Zone, ImageID: g.ImageID,
+		Tags: g.Tags, AutoScalingGroup: g.Group,
+		// No SubnetID: every local instance takes its address from the one subnet that
+		// is the node range (localaws.DefaultSubnetID), whatever zone Auto Scaling
+		// placed it in; the group's per-zone subnets only spread it over zones.
+	}
+	inst, err := lr.prov.Start(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		// Like a real instance's boot: it outlives the request that launched it.
+		ctx := context.WithoutCancel(ctx)
+		if inst.Kubelet == instance.KubeletReal {
+			if _, err := inst.ImportImages(ctx); err != nil {
+				lr.log.Warn("importing images into an Auto Scaling instance failed", "instance", inst.ID, "err", err)
+				return
+			}
+		}
+		if err := inst.Init(ctx, lr.simRunner()); err != nil {
+			lr.log.Warn("an Auto Scaling instance's nodeadm init failed", "instance", inst.ID, "group", g.Group, "err", err)
+		}
+	}()
+	return inst.ID, nil
+}
+
+// Terminate terminates a local instance; one already gone is no error.
+func (lr *Launcher) Terminate(ctx context.Context, id string) error {
+	for _, inst := range lr.prov.Instances() {
+		if inst.ID == id {
+			return lr.prov.Terminate(ctx, inst)
+		}
+	}
+	return nil
+}
+
+// InstanceProfileRole returns the role of an instance profile of the local cloud.
+func (lr *Launcher) InstanceProfileRole(profile string) (string, bool) {
+	return lr.ctl.Cloud().IAM.InstanceProfileRole(profile)
+}
+
+// EnsureRoleAccess maps a node group's instance role to the node identity, as EKS
+// creates an EC2_LINUX access entry for a managed node group's role.
+func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.roles[role] {
+		return nil
+	}
+	if err := ensureAccessEntry(ctx, lr.dyn, role, lr.prov.RoleARN(role)); err != nil {
+		return err
+	}
+	lr.roles[role] = true
+	return nil
+}
+
+// sniffFamily tells the AMI family a node's user data is written for, for the record:
+// nodeadm reads every format whatever the family.
+func sniffFamily(userData []byte) instance.AMIFamily {
+	switch {
+	case bytes.HasPrefix(bytes.TrimSpace(userData), []byte("[settings")):
+		return instance.Bottlerocket
+	case bytes.Contains(userData, []byte("/etc/eks/bootstrap.sh")):
+		return instance.AmazonLinux2
+	}
+	return instance.AmazonLinux2023
+}

@@ -1,0 +1,178 @@
+// Package launcher launches a sandbox cluster's local instances and follows their
+// joins. One Launcher per cluster starts the instance provider, lets the nodes in (their
+// access entry or a bootstrap token), launches batches of nodes and waits until they are
+// Ready (Run, for `up` and `add node`), launches and terminates single instances for the
+// local cloud's Auto Scaling groups (Launch, Terminate), and runs their simulated
+// kubelets. It imports the cluster it launches into (controlplane, sandbox/controller),
+// the instance provider (sandbox/instance) and the join readers (sandbox/joinstatus,
+// sandbox/joinlog, sandbox/progress, sandbox/kubeletsim); nothing imports it but the
+// sandbox.
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+// NodeRole is the instance role (and instance profile) of a cluster's local instances.
+func NodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
+
+// Config is what a Launcher launches into.
+type Config struct {
+	Cluster    *controlplane.Cluster
+	Controller *controller.Controller
+	// BinDir holds the kubelet; default toolbin.Dir().
+	BinDir string
+	// Kubelet is the kind asked for: "real", "sim", or "" for real when this process
+	// can run real kubelets.
+	Kubelet string
+	// Identity is how the nodes authenticate.
+	Identity instance.Identity
+	// ImageArchives lists the image archives real nodes import, given BinDir.
+	ImageArchives func(binDir string) ([]string, error)
+	Log           *slog.Logger
+}
+
+// Launcher launches a cluster's local instances; it runs in the process that runs the
+// cluster.
+type Launcher struct {
+	prov      *instance.Provider
+	client    kubernetes.Interface
+	dyn       dynamic.Interface
+	ctl       *controller.Controller
+	kubelet   instance.KubeletKind
+	identity  instance.Identity
+	token     string // bootstrap-token mode; a secret
+	simLogDir string
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	roles map[string]bool // Auto Scaling roles whose access entry exists
+}
+
+// Kubelet is the kind of kubelet the nodes of Run get.
+func (lr *Launcher) Kubelet() instance.KubeletKind { return lr.kubelet }
+
+// Identity is how the nodes of Run authenticate.
+func (lr *Launcher) Identity() instance.Identity { return lr.identity }
+
+// Close terminates every instance.
+func (lr *Launcher) Close(ctx context.Context) error { return lr.prov.Close(ctx) }
+
+// New prepares the control plane for nodes (their access entry or bootstrap token) and
+// starts the instance provider. Close terminates what it launched.
+func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, error) {
+	c := cfg.Cluster
+	kind, why, err := resolveKubelet(cfg.Kubelet, c.Options().Network)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		rep.Note(why)
+	}
+	nodeadm, err := nodeadmPath()
+	if err != nil {
+		return nil, err
+	}
+	binDir := cfg.BinDir
+	if binDir == "" {
+		binDir = toolbin.Dir()
+	}
+	kubeletPath, containerdPath := "", ""
+	if kind == instance.KubeletReal {
+		if kubeletPath, err = toolbin.Find(binDir, toolbin.Kubelet); err != nil {
+			return nil, err
+		}
+		if containerdPath, err = exec.LookPath("containerd"); err != nil {
+			return nil, err
+		}
+	}
+	images := func() ([]string, error) { return cfg.ImageArchives(binDir) }
+	if kind == instance.KubeletReal {
+		if a, err := images(); err == nil && len(a) == 0 {
+			rep.Note("no image archives in " + filepath.Join(binDir, "images") + " (`make images` builds them): pods on the nodes cannot start until images are loaded")
+		}
+	}
+	caPEM, err := os.ReadFile(c.CAFile())
+	if err != nil {
+		return nil, err
+	}
+	opts := c.Options()
+	prov, err := instance.New(instance.Config{
+		Cluster: instance.ClusterInfo{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR},
+		// Simulated kubelets run in this process, on the host side of the forwarded port.
+		HostEndpoint: c.Endpoint(),
+		Dir:          filepath.Join(c.StateDir(), "instances"),
+		ClusterNS:    c.Namespace(),
+		Bridge:       controlplane.BridgeName,
+		NodeCIDR:     opts.NodeCIDR,
+		Gateway:      opts.BridgeAddr(),
+		Cloud:        cfg.Controller.Cloud(),
+		EC2Endpoint:  cfg.Controller.EC2InternalURL(),
+		Zone:         controller.DefaultRegion + "a",
+		NodeadmPath:  nodeadm, KubeletPath: kubeletPath, ContainerdPath: containerdPath,
+		ImageArchives: images,
+		Log:           cfg.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return nil, errors.Join(err, prov.Close(ctx))
+	}
+	lr := &Launcher{prov: prov, client: client, dyn: dyn, ctl: cfg.Controller, kubelet: kind, identity: cfg.Identity,
+		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: cfg.Log, roles: map[string]bool{}}
+	switch lr.identity {
+	case instance.IdentityAWSIAM:
+		if err := ensureAccessEntry(ctx, dyn, NodeRole(c.Name()), prov.RoleARN(NodeRole(c.Name()))); err != nil {
+			return nil, errors.Join(err, prov.Close(ctx))
+		}
+	case instance.IdentityBootstrapToken:
+		if lr.token, err = bootstraptoken.Mint(ctx, client, "local", 24*time.Hour, time.Now()); err != nil {
+			return nil, errors.Join(fmt.Errorf("minting a bootstrap token: %w", err), prov.Close(ctx))
+		}
+	}
+	return lr, nil
+}
+
+// ensureAccessEntry maps an instance role to the node identity, as an EKS access entry
+// of type EC2_LINUX does, in the NodeAccessEntry name.
+func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, name, roleARN string) error {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": nodejoinv1alpha1.APIVersion,
+		"kind":       "NodeAccessEntry",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"principalARN": roleARN, "type": string(nodejoinv1alpha1.AccessEntryEC2Linux)},
+	}}
+	_, err := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the NodeAccessEntry for %s: %w", roleARN, err)
+	}
+	return nil
+}
