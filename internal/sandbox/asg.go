@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"k8s.io/client-go/dynamic"
@@ -38,13 +37,8 @@ func (l *asgLauncher) Launch(ctx context.Context, ls localaws.LaunchSpec) (strin
 	if err != nil {
 		return "", &localaws.LaunchError{Code: "InternalFailure", Message: "The local instance provider is not available: " + err.Error()}
 	}
-	role := ""
-	if ls.IAMInstanceProfile != "" {
-		var ok bool
-		if role, ok = w.ctl.Cloud().IAM.InstanceProfileRole(ls.IAMInstanceProfile); !ok {
-			return "", &localaws.LaunchError{Code: "InvalidParameterValue",
-				Message: fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", ls.IAMInstanceProfile)}
-		}
+	role := ls.Role
+	if role != "" {
 		if err := l.ensureAccess(ctx, w, role); err != nil {
 			return "", &localaws.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}
