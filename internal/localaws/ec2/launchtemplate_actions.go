@@ -58,6 +58,28 @@ func fingerprint(form url.Values) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// tokenUse is what a ClientToken of an action (kind) was used for, and whether it was;
+// a token used for other parameters, or another template (id, when given), is refused.
+// Locked.
+func (l *LaunchTemplates) tokenUse(kind, token string, r *protocol.Request, id string) (templateTokenUse, bool, *protocol.Error) {
+	use, ok := l.tokens[kind+token]
+	if token == "" || !ok {
+		return use, false, nil
+	}
+	if use.params != fingerprint(r.Form) || id != "" && use.id != id {
+		return use, false, protocol.Errorf(http.StatusBadRequest, "IdempotentParameterMismatch", "Client token %s was already used for a request with different parameters.", token)
+	}
+	return use, true, nil
+}
+
+// useToken records what a ClientToken was used for. Locked.
+func (l *LaunchTemplates) useToken(kind, token string, r *protocol.Request, use templateTokenUse) {
+	if token != "" {
+		use.params = fingerprint(r.Form)
+		l.tokens[kind+token] = use
+	}
+}
+
 // ltResponse is the answer of the actions on one template.
 type ltResponse struct {
 	XMLName               xml.Name
@@ -104,16 +126,13 @@ func (l *LaunchTemplates) create(r *protocol.Request) (any, *protocol.Error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if token != "" {
-		if use, ok := l.tokens["create/"+token]; ok {
-			if use.params != fingerprint(r.Form) {
-				return nil, protocol.Errorf(http.StatusBadRequest, "IdempotentParameterMismatch", "Client token %s was already used for a request with different parameters.", token)
-			}
-			if t, ok := l.byID[use.id]; ok {
-				out.LaunchTemplate = t.xml(l.AccountID)
-				return out, nil
-			}
-		}
+	use, used, aerr := l.tokenUse("create/", token, r, "")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if t, ok := l.byID[use.id]; used && ok {
+		out.LaunchTemplate = t.xml(l.AccountID)
+		return out, nil
 	}
 	if _, dup := l.byName[name]; dup {
 		return nil, protocol.Errorf(http.StatusBadRequest, "InvalidLaunchTemplateName.AlreadyExistsException", "Launch template name already in use: %s.", name)
@@ -122,9 +141,7 @@ func (l *LaunchTemplates) create(r *protocol.Request) (any, *protocol.Error) {
 	t := &launchTemplate{id: newLaunchTemplateID(), name: name, created: now, defaultVersion: 1, latestVersion: 1, tags: tags,
 		versions: map[int64]*ltVersion{1: {number: 1, description: desc, created: now, data: data}}}
 	l.byID[t.id], l.byName[name] = t, t.id
-	if token != "" {
-		l.tokens["create/"+token] = templateTokenUse{params: fingerprint(r.Form), id: t.id}
-	}
+	l.useToken("create/", token, r, templateTokenUse{id: t.id})
 	out.LaunchTemplate = t.xml(l.AccountID)
 	return out, nil
 }
@@ -153,16 +170,13 @@ func (l *LaunchTemplates) createVersion(r *protocol.Request) (any, *protocol.Err
 	if aerr != nil {
 		return nil, aerr
 	}
-	if token != "" {
-		if use, ok := l.tokens["version/"+token]; ok {
-			if use.params != fingerprint(r.Form) || use.id != t.id {
-				return nil, protocol.Errorf(http.StatusBadRequest, "IdempotentParameterMismatch", "Client token %s was already used for a request with different parameters.", token)
-			}
-			if v, ok := t.versions[use.version]; ok {
-				out.LaunchTemplateVersion = t.versionXML(v, l.AccountID)
-				return out, nil
-			}
-		}
+	use, used, aerr := l.tokenUse("version/", token, r, t.id)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if v, ok := t.versions[use.version]; used && ok {
+		out.LaunchTemplateVersion = t.versionXML(v, l.AccountID)
+		return out, nil
 	}
 	if hasSource {
 		src, aerr := t.version(source)
@@ -174,9 +188,7 @@ func (l *LaunchTemplates) createVersion(r *protocol.Request) (any, *protocol.Err
 	t.latestVersion++
 	v := &ltVersion{number: t.latestVersion, description: desc, created: l.now().UTC(), data: data}
 	t.versions[v.number] = v
-	if token != "" {
-		l.tokens["version/"+token] = templateTokenUse{params: fingerprint(r.Form), id: t.id, version: v.number}
-	}
+	l.useToken("version/", token, r, templateTokenUse{id: t.id, version: v.number})
 	out.LaunchTemplateVersion = t.versionXML(v, l.AccountID)
 	return out, nil
 }
