@@ -55,6 +55,21 @@ func vpc(t *testing.T, cidr string) (*EC2, *ec2.Client) {
 	return e, ec2.NewFromConfig(awstest.SDKConfig(), func(o *ec2.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 }
 
+// metadata reads instance metadata paths through the SDK's IMDS client.
+func metadata(t *testing.T, url string) func(path string) string {
+	md := imds.New(imds.Options{Endpoint: url})
+	return func(path string) string {
+		t.Helper()
+		out, err := md.GetMetadata(t.Context(), &imds.GetMetadataInput{Path: path})
+		if err != nil {
+			t.Fatalf("GetMetadata(%s): %v", path, err)
+		}
+		defer func() { _ = out.Content.Close() }()
+		b, _ := io.ReadAll(out.Content)
+		return string(b)
+	}
+}
+
 func addrsOf(n ec2types.NetworkInterface) []string {
 	var out []string
 	for _, a := range n.PrivateIpAddresses {
@@ -137,17 +152,7 @@ func TestIMDSShowsLiveInterfaces(t *testing.T) {
 	}
 	srv := httptest.NewServer(NewIMDS(inst, nil).WithEC2(e))
 	defer srv.Close()
-	md := imds.New(imds.Options{Endpoint: srv.URL})
-	get := func(path string) string {
-		t.Helper()
-		out, err := md.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
-		if err != nil {
-			t.Fatalf("GetMetadata(%s): %v", path, err)
-		}
-		defer func() { _ = out.Content.Close() }()
-		b, _ := io.ReadAll(out.Content)
-		return string(b)
-	}
+	get := metadata(t, srv.URL)
 	if got := get("network/interfaces/macs"); got != "0e:00:c6:12:00:0b/" {
 		t.Fatalf("macs = %q", got)
 	}
@@ -225,17 +230,7 @@ func TestDHCPDomainNameRenamesMetadataNotEC2(t *testing.T) {
 
 			srv := httptest.NewServer(NewIMDS(inst, nil).WithEC2(e))
 			defer srv.Close()
-			md := imds.New(imds.Options{Endpoint: srv.URL})
-			get := func(path string) string {
-				t.Helper()
-				out, err := md.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
-				if err != nil {
-					t.Fatalf("GetMetadata(%s): %v", path, err)
-				}
-				defer func() { _ = out.Content.Close() }()
-				b, _ := io.ReadAll(out.Content)
-				return string(b)
-			}
+			get := metadata(t, srv.URL)
 			primary := "network/interfaces/macs/" + inst.MAC + "/local-hostname"
 			secondary := "network/interfaces/macs/" + aws.ToString(cr.NetworkInterface.MacAddress) + "/local-hostname"
 			for path, want := range map[string]string{"local-hostname": tt.wantHostname, "hostname": tt.wantHostname,

@@ -215,26 +215,6 @@ func (a *AutoScaling) deleteGroup(r *protocol.Request) (any, *protocol.Error) {
 	return nil, nil
 }
 
-// readPage reads MaxRecords (1 to hi, default def) and NextToken.
-func readPage(root *protocol.Params, hi, def int64) (token string, max int, aerr *protocol.Error) {
-	m, aerr := root.Int("MaxRecords")
-	if aerr != nil {
-		return "", 0, aerr
-	}
-	max = int(def)
-	if m != nil {
-		if *m < 1 || *m > hi {
-			return "", 0, protocol.ValidationError("1 validation error detected: Value '%d' at 'maxRecords' failed to satisfy constraint: Member must have value between 1 and %d", *m, hi)
-		}
-		max = int(*m)
-	}
-	token, _ = root.Str("NextToken")
-	if !protocol.ValidPageToken(token) {
-		return "", 0, protocol.Errorf(http.StatusBadRequest, "InvalidNextToken", "The token '%s' is invalid.", token)
-	}
-	return token, max, nil
-}
-
 type describeGroupsResult struct {
 	XMLName   xml.Name      `xml:"DescribeAutoScalingGroupsResult"`
 	Groups    []asgGroupXML `xml:"AutoScalingGroups>member"`
@@ -280,7 +260,7 @@ func (a *AutoScaling) describeGroups(r *protocol.Request) (any, *protocol.Error)
 		n, _ := f.Str("Name")
 		filters = append(filters, filter{n, f.StrList("Values")})
 	}
-	token, max, aerr := readPage(root, 100, 50)
+	page, aerr := root.ReadPage("MaxRecords", 1, 100, 50)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -316,7 +296,7 @@ func (a *AutoScaling) describeGroups(r *protocol.Request) (any, *protocol.Error)
 			out = append(out, g.xml(withInstances))
 		}
 	}
-	items, next, _ := protocol.Page(out, token, max)
+	items, next, _ := protocol.Page(out, page.Token, page.Max)
 	return describeGroupsResult{Groups: items, NextToken: next}, nil
 }
 
@@ -330,7 +310,7 @@ func (a *AutoScaling) describeActivities(r *protocol.Request) (any, *protocol.Er
 	root := r.Params
 	name, _ := root.Str("AutoScalingGroupName")
 	ids := root.StrList("ActivityIds")
-	token, max, aerr := readPage(root, 100, 100)
+	page, aerr := root.ReadPage("MaxRecords", 1, 100, 100)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -354,7 +334,7 @@ func (a *AutoScaling) describeActivities(r *protocol.Request) (any, *protocol.Er
 		}
 		out = append(out, act.xml())
 	}
-	items, next, _ := protocol.Page(out, token, max)
+	items, next, _ := protocol.Page(out, page.Token, page.Max)
 	return describeActivitiesResult{Activities: items, NextToken: next}, nil
 }
 

@@ -1,8 +1,9 @@
 // Package autoscaling is the local AWS's EC2 Auto Scaling: groups, their instances and
 // scaling activities, and the reconcile loop that launches and terminates instances
 // toward each group's desired capacity through a Launcher, balancing the availability
-// zones as Auto Scaling does; actions.go serves it on the Query protocol. It imports
-// the wire layer (protocol) and ec2 (subnets, launch templates, instance states).
+// zones as Auto Scaling does; actions.go serves it on the Query protocol. Of the local
+// AWS it imports the wire layer (protocol) and ec2 (subnets, launch templates,
+// instance states).
 package autoscaling
 
 import (

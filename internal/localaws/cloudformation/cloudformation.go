@@ -1,6 +1,6 @@
 // Package cloudformation is the local AWS's CloudFormation, as far as instances use it:
 // SignalResource, what cfn-signal sends at the end of a self-managed node group's user
-// data. It imports the wire layer (protocol) only.
+// data. Of the local AWS it imports the wire layer (protocol) only.
 package cloudformation
 
 import (

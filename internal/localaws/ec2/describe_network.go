@@ -267,7 +267,7 @@ func (e *EC2) describeNetworkInterfaces(r *protocol.Request) (any, *protocol.Err
 	if aerr != nil {
 		return nil, aerr
 	}
-	if in.maxResults != 0 && len(in.ids) > 0 {
+	if in.Max != 0 && len(in.ids) > 0 {
 		return nil, protocol.Errorf(http.StatusBadRequest, "InvalidParameterCombination", "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults")
 	}
 	if in.dry {
@@ -344,8 +344,8 @@ func (e *EC2) describeInstanceTypes(r *protocol.Request) (any, *protocol.Error) 
 	if in.dry {
 		return nil, dryRunError
 	}
-	if in.maxResults == 0 && len(in.ids) == 0 {
-		in.maxResults = 100
+	if in.Max == 0 && len(in.ids) == 0 {
+		in.Max = 100
 	}
 	page, next, aerr := describeSet[string]{
 		keys: instancetypes.Names(),

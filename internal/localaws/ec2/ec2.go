@@ -1,7 +1,7 @@
 // Package ec2 is the local AWS's EC2: the instance inventory, subnets, elastic network
 // interfaces and their addresses, DHCP options, instance types and launch templates,
-// served on EC2's Query protocol. It imports the wire layer (protocol) and iam's
-// instance profile names only.
+// served on EC2's Query protocol. Of the local AWS it imports the wire layer
+// (protocol) and iam (instance profile names).
 package ec2
 
 import (
@@ -162,35 +162,9 @@ func returned(r *protocol.Request) returnResponse {
 	return returnResponse{XMLName: xml.Name{Local: r.Action + "Response"}, Xmlns: xmlns, RequestID: r.ID, Return: true}
 }
 
-// pageInput is the page a Describe* action asks for.
-type pageInput struct {
-	maxResults int
-	token      string
-}
-
-// readPage reads MaxResults (lo to hi) and NextToken.
-func readPage(p *protocol.Params, lo, hi int64) (pageInput, *protocol.Error) {
-	var in pageInput
-	m, aerr := p.Int("MaxResults")
-	if aerr != nil {
-		return in, aerr
-	}
-	if m != nil {
-		if *m < lo || *m > hi {
-			return in, protocol.InvalidParameter("Value ( %d ) for parameter maxResults is invalid. Expecting a value between %d and %d.", *m, lo, hi)
-		}
-		in.maxResults = int(*m)
-	}
-	in.token, _ = p.Str("NextToken")
-	if !protocol.ValidPageToken(in.token) {
-		return in, protocol.InvalidParameter("Invalid value '%s' for nextToken", in.token)
-	}
-	return in, nil
-}
-
 // describeInput is what every Describe* action reads first.
 type describeInput struct {
-	pageInput
+	protocol.PageRequest
 	dry     bool
 	ids     []string
 	filters []protocol.Filter
@@ -214,7 +188,7 @@ func readDescribe(p *protocol.Params, idParam string, known func(string) bool, l
 	if in.filters, aerr = p.Filters(known); aerr != nil {
 		return in, aerr
 	}
-	if in.pageInput, aerr = readPage(p, lo, hi); aerr != nil {
+	if in.PageRequest, aerr = p.ReadPage("MaxResults", lo, hi, 0); aerr != nil {
 		return in, aerr
 	}
 	for _, f := range flags {
@@ -268,7 +242,7 @@ func (s describeSet[R]) page(in describeInput) ([]R, string, *protocol.Error) {
 			matching = append(matching, r)
 		}
 	}
-	page, next, _ := protocol.Page(matching, in.token, in.maxResults)
+	page, next, _ := protocol.Page(matching, in.Token, in.Max)
 	return page, next, nil
 }
 

@@ -302,7 +302,7 @@ func (e *EC2) describeInstances(r *protocol.Request) (any, *protocol.Error) {
 			return nil, protocol.Errorf(http.StatusBadRequest, "InvalidInstanceID.Malformed", "Invalid id: %q", id)
 		}
 	}
-	if in.maxResults != 0 && len(in.ids) > 0 {
+	if in.Max != 0 && len(in.ids) > 0 {
 		return nil, protocol.Errorf(http.StatusBadRequest, "InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
 	}
 	if in.dry {

@@ -307,7 +307,7 @@ func (l *LaunchTemplates) describeVersions(r *protocol.Request) (any, *protocol.
 	if _, err := root.Bool("ResolveAlias"); err != nil {
 		return nil, err
 	}
-	page, aerr := readPage(root, 1, 200)
+	page, aerr := root.ReadPage("MaxResults", 1, 200, 0)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -364,6 +364,6 @@ func (l *LaunchTemplates) describeVersions(r *protocol.Request) (any, *protocol.
 			found = append(found, *t.versionXML(v, l.AccountID))
 		}
 	}
-	items, next, _ := protocol.Page(found, page.token, page.maxResults)
+	items, next, _ := protocol.Page(found, page.Token, page.Max)
 	return newDescribeOutput(r, "launchTemplateVersionSet", items, next), nil
 }

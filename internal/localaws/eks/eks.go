@@ -1,5 +1,5 @@
 // Package eks is the local AWS's EKS, on its REST-JSON protocol: DescribeCluster for
-// the clusters it is given. It imports the wire layer (protocol) only.
+// the clusters it is given. Of the local AWS it imports the wire layer (protocol) only.
 package eks
 
 import (

@@ -1,6 +1,6 @@
 // Package iam is the local AWS's IAM: instance profiles and their roles, answered on
-// the Query protocol (GetInstanceProfile, GetRole). It imports the wire layer
-// (protocol) only; the roles of running instances come through RoleHolders.
+// the Query protocol (GetInstanceProfile, GetRole). Of the local AWS it imports the
+// wire layer (protocol) only; the roles of running instances come through RoleHolders.
 package iam
 
 import (

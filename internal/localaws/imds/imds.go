@@ -1,6 +1,6 @@
 // Package imds is the local AWS's instance metadata service (IMDSv2) of one instance:
 // its metadata, user data, identity document and role credentials, and, with EC2, its
-// network interfaces as EC2 holds them now. It imports ec2 and sts.
+// network interfaces as EC2 holds them now. Of the local AWS it imports ec2 and sts.
 package imds
 
 import (

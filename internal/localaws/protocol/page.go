@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/base64"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -34,4 +35,47 @@ func Page[T any](items []T, token string, max int) (page []T, next string, ok bo
 func ValidPageToken(token string) bool {
 	_, _, ok := Page[struct{}](nil, token, 0)
 	return ok
+}
+
+// PageRequest is the page a List or Describe action asks for.
+type PageRequest struct {
+	// Max is the page size; 0 is all.
+	Max   int
+	Token string
+}
+
+// ReadPage reads the page size parameter (EC2's MaxResults, the Query services'
+// MaxRecords), lo to hi and def when not given, and NextToken, refusing them in the
+// dialect's words.
+func (n *Params) ReadPage(sizeParam string, lo, hi, def int64) (PageRequest, *Error) {
+	var p PageRequest
+	m, e := n.Int(sizeParam)
+	if e != nil {
+		return p, e
+	}
+	p.Max = int(def)
+	if m != nil {
+		if *m < lo || *m > hi {
+			if n.dialect == Query {
+				return p, ValidationError("1 validation error detected: Value '%d' at '%s' failed to satisfy constraint: Member must have value between %d and %d", *m, lowerFirst(sizeParam), lo, hi)
+			}
+			return p, InvalidParameter("Value ( %d ) for parameter %s is invalid. Expecting a value between %d and %d.", *m, lowerFirst(sizeParam), lo, hi)
+		}
+		p.Max = int(*m)
+	}
+	p.Token, _ = n.Str("NextToken")
+	if !ValidPageToken(p.Token) {
+		if n.dialect == Query {
+			return p, Errorf(http.StatusBadRequest, "InvalidNextToken", "The token '%s' is invalid.", p.Token)
+		}
+		return p, InvalidParameter("Invalid value '%s' for nextToken", p.Token)
+	}
+	return p, nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }

@@ -1,7 +1,7 @@
 // Package sts is the local AWS's STS: it issues instances' role credentials (handed
 // out by their instance metadata) and answers presigned GetCallerIdentity requests,
-// the requests inside node identity tokens, verifying their SigV4 signatures. It
-// imports the wire layer (protocol) only.
+// the requests inside node identity tokens, verifying their SigV4 signatures. Of the
+// local AWS it imports the wire layer (protocol) only.
 package sts
 
 import (
