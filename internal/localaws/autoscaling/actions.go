@@ -34,6 +34,7 @@ func (a *AutoScaling) newService() *protocol.Service {
 	return &protocol.Service{
 		Dialect: protocol.Query, WriteError: protocol.QueryErrorWriter(xmlns), Admit: a.admit,
 		Unsigned: &protocol.Error{Status: http.StatusForbidden, Code: "InvalidClientTokenId", Message: "The security token included in the request is invalid."},
+		// Every action that succeeds wakes the reconcile loop, to act on its change now.
 		Wrap: func(r *protocol.Request, result any) any {
 			a.wake()
 			return protocol.QueryWrap(xmlns)(r, result)
