@@ -7,6 +7,7 @@ package ec2
 import (
 	"encoding/xml"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -24,9 +25,9 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // EC2 is the local account's instance inventory and its EC2 endpoint: ServeHTTP answers
 // the actions of its table (actions) over the EC2 Query protocol, as aws-sdk-go-v2's ec2
 // client sends them. Requests must carry a SigV4 Authorization header; the signature
-// itself is not checked. Terminated instances stay visible, as on AWS for about an hour, until
-// Remove; like AWS, they no longer show addresses, names or network interfaces. Safe for
-// concurrent use.
+// itself is not checked. Terminated instances stay visible, as on AWS for about an
+// hour, until Remove; like AWS, they no longer show addresses, names or network
+// interfaces. Safe for concurrent use.
 type EC2 struct {
 	AccountID string
 	now       func() time.Time
@@ -105,9 +106,7 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"DescribeDhcpOptions":             e.describeDhcpOptions,
 	}
 	if e.templates != nil {
-		for name, h := range e.templates.actions() {
-			t[name] = h
-		}
+		maps.Copy(t, e.templates.actions())
 	}
 	return t
 }
