@@ -1,3 +1,9 @@
+// Package localaws is a local AWS account: the AWS APIs that nodejoin calls, answered
+// on this machine on their real wire protocols, so that the same aws-sdk-go-v2 code
+// runs locally and on AWS. Cloud wires the services together and serves them; each
+// service is a package of its own (ec2, autoscaling, iam, sts, imds, eks,
+// cloudformation) over one wire layer (protocol). Other packages import this one only:
+// api.go names what they use.
 package localaws
 
 import (
@@ -15,6 +21,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/localaws/autoscaling"
+	"github.com/nodejoin/nodejoin/internal/localaws/cloudformation"
+	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
+	"github.com/nodejoin/nodejoin/internal/localaws/iam"
+	"github.com/nodejoin/nodejoin/internal/localaws/sts"
 	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
@@ -24,24 +35,22 @@ import (
 type Cloud struct {
 	AccountID string
 	Region    string
-	STS       *STS
-	EC2       *EC2
-	IAM       *IAM
+	STS       *sts.STS
+	EC2       *ec2.EC2
+	IAM       *iam.IAM
 	// LaunchTemplates are EC2's launch templates, served on EC2URL too.
-	LaunchTemplates *LaunchTemplates
+	LaunchTemplates *ec2.LaunchTemplates
 	// AutoScaling launches its groups' instances through the Launcher set with
 	// AutoScaling.SetLauncher.
-	AutoScaling *AutoScaling
+	AutoScaling *autoscaling.AutoScaling
 	// CloudFormation records cfn-signal's signals.
-	CloudFormation *CloudFormation
-	// STSURL, EC2URL and IAMURL are the endpoints, and AutoScalingURL and
-	// CloudFormationURL.
+	CloudFormation *cloudformation.CloudFormation
+	// The endpoints.
 	STSURL, EC2URL, IAMURL            string
 	AutoScalingURL, CloudFormationURL string
 	// STSRoots trusts STS's serving certificate.
 	STSRoots *x509.CertPool
 
-	// dhcpDomain is WithDHCPDomainName's domain.
 	dhcpDomain string
 	done       chan error
 }
@@ -70,24 +79,26 @@ const endpoints = 5
 // Scaling's reconcile loop; Wait reports how they ended. ca signs STS's serving
 // certificate.
 func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Logger, opts ...CloudOption) (*Cloud, error) {
-	c := &Cloud{AccountID: accountID, Region: DefaultRegion, STS: NewSTS(accountID), EC2: NewEC2(accountID), done: make(chan error, endpoints+1)}
+	c := &Cloud{AccountID: accountID, Region: DefaultRegion, STS: sts.New(accountID), EC2: ec2.New(accountID), done: make(chan error, endpoints+1)}
 	for _, o := range opts {
 		o(c)
 	}
 	if c.dhcpDomain != "" {
 		if err := c.EC2.SetDHCPDomainName(DefaultVPCID, c.dhcpDomain); err != nil {
-			return nil, fmt.Errorf("local cloud: %w", err)
+			return nil, fmt.Errorf("setting the VPC's DHCP domain name: %w", err)
 		}
 	}
-	c.IAM = NewIAM(accountID, c.EC2)
-	c.LaunchTemplates = NewLaunchTemplates(accountID)
-	c.AutoScaling = NewAutoScaling(AutoScalingConfig{AccountID: accountID, Region: c.Region, Templates: c.LaunchTemplates, EC2: c.EC2, Log: log})
-	c.CloudFormation = NewCloudFormation()
+	c.IAM = iam.New(accountID, c.EC2)
+	c.LaunchTemplates = ec2.NewLaunchTemplates(accountID)
+	c.EC2.WithLaunchTemplates(c.LaunchTemplates)
+	c.AutoScaling = autoscaling.New(autoscaling.Config{AccountID: accountID, Region: c.Region, Templates: c.LaunchTemplates,
+		EC2: c.EC2, Profiles: c.IAM, Log: log})
+	c.CloudFormation = cloudformation.New()
 	// STS reports, and checks, each role's unique ID as IAM holds it.
 	c.STS.RoleIDs = c.IAM.RoleID
 	kp, err := ca.Issue(pki.Request{CommonName: "local-sts", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, Validity: 365 * 24 * time.Hour})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("issuing the local STS's certificate: %w", err)
 	}
 	c.STSRoots = x509.NewCertPool()
 	c.STSRoots.AddCert(ca.Cert)
@@ -97,7 +108,7 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 		url     *string
 		handler http.Handler
 		tls     *tls.Config
-	}{{&c.STSURL, c.STS, stsTLS}, {&c.EC2URL, withLaunchTemplates(c.EC2, c.LaunchTemplates), nil}, {&c.IAMURL, c.IAM, nil},
+	}{{&c.STSURL, c.STS, stsTLS}, {&c.EC2URL, c.EC2, nil}, {&c.IAMURL, c.IAM, nil},
 		{&c.AutoScalingURL, c.AutoScaling, nil}, {&c.CloudFormationURL, c.CloudFormation, nil}} {
 		var lc net.ListenConfig
 		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
@@ -105,7 +116,7 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 			for _, l := range listeners {
 				_ = l.Close()
 			}
-			return nil, fmt.Errorf("local cloud: %w", err)
+			return nil, fmt.Errorf("listening on loopback: %w", err)
 		}
 		listeners = append(listeners, l)
 		scheme := "http://"

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
@@ -26,13 +25,8 @@ func (a *asgAdapter) Launch(ctx context.Context, ls localaws.LaunchSpec) (string
 	if err != nil {
 		return "", &localaws.LaunchError{Code: "InternalFailure", Message: "The local instance provider is not available: " + err.Error()}
 	}
-	role := ""
-	if ls.IAMInstanceProfile != "" {
-		var ok bool
-		if role, ok = l.InstanceProfileRole(ls.IAMInstanceProfile); !ok {
-			return "", &localaws.LaunchError{Code: "InvalidParameterValue",
-				Message: fmt.Sprintf("Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", ls.IAMInstanceProfile)}
-		}
+	role := ls.Role
+	if role != "" {
 		if err := l.EnsureRoleAccess(ctx, role); err != nil {
 			return "", &localaws.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}

@@ -68,11 +68,6 @@ func (lr *Launcher) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// InstanceProfileRole returns the role of an instance profile of the local cloud.
-func (lr *Launcher) InstanceProfileRole(profile string) (string, bool) {
-	return lr.ctl.Cloud().IAM.InstanceProfileRole(profile)
-}
-
 // EnsureRoleAccess maps a node group's instance role to the node identity, as EKS
 // creates an EC2_LINUX access entry for a managed node group's role.
 func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {

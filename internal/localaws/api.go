@@ -1,0 +1,101 @@
+package localaws
+
+// This file names what other packages use of the local AWS, so that they import this
+// package only: the services' types and constructors.
+
+import (
+	"github.com/nodejoin/nodejoin/internal/localaws/autoscaling"
+	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
+	"github.com/nodejoin/nodejoin/internal/localaws/eks"
+	"github.com/nodejoin/nodejoin/internal/localaws/iam"
+	"github.com/nodejoin/nodejoin/internal/localaws/imds"
+	"github.com/nodejoin/nodejoin/internal/localaws/sts"
+)
+
+// EC2's instances, network and launch templates.
+type (
+	EC2                        = ec2.EC2
+	Instance                   = ec2.Instance
+	InstanceRecord             = ec2.InstanceRecord
+	LaunchOption               = ec2.LaunchOption
+	Subnet                     = ec2.Subnet
+	NetworkInterface           = ec2.NetworkInterface
+	NetworkInterfaceAttachment = ec2.NetworkInterfaceAttachment
+	NetworkHooks               = ec2.NetworkHooks
+	LaunchTemplates            = ec2.LaunchTemplates
+)
+
+// The subnet, VPC and security group of instances and interfaces that name none.
+const (
+	DefaultSubnetID        = ec2.DefaultSubnetID
+	DefaultVPCID           = ec2.DefaultVPCID
+	DefaultSecurityGroupID = ec2.DefaultSecurityGroupID
+)
+
+// NewEC2 returns an empty EC2 inventory of an account; it serves EC2's Query protocol.
+func NewEC2(accountID string) *EC2 { return ec2.New(accountID) }
+
+// NewLaunchTemplates returns an account without launch templates.
+func NewLaunchTemplates(accountID string) *LaunchTemplates { return ec2.NewLaunchTemplates(accountID) }
+
+// InstanceDefaults fills what inst leaves out, as EC2 names instances.
+func InstanceDefaults(inst *Instance) error { return ec2.InstanceDefaults(inst) }
+
+// WithTags tags a launched instance.
+func WithTags(tags map[string]string) LaunchOption { return ec2.WithTags(tags) }
+
+// WithPublicIPv4 gives a launched instance a public IPv4 address.
+func WithPublicIPv4(addr string) LaunchOption { return ec2.WithPublicIPv4(addr) }
+
+// WithSecondaryPrivateIPv4s adds private addresses to a launched instance's primary
+// network interface.
+func WithSecondaryPrivateIPv4s(addrs ...string) LaunchOption {
+	return ec2.WithSecondaryPrivateIPv4s(addrs...)
+}
+
+// ValidateDHCPDomainName checks a DHCP options domain-name (WithDHCPDomainName).
+func ValidateDHCPDomainName(name string) error { return ec2.ValidateDHCPDomainName(name) }
+
+// Auto Scaling, and the seam through which it launches instances.
+type (
+	AutoScaling       = autoscaling.AutoScaling
+	AutoScalingConfig = autoscaling.Config
+	Launcher          = autoscaling.Launcher
+	LaunchSpec        = autoscaling.LaunchSpec
+	LaunchError       = autoscaling.LaunchError
+)
+
+// NewAutoScaling returns the Auto Scaling service of an account, without groups.
+func NewAutoScaling(cfg AutoScalingConfig) *AutoScaling { return autoscaling.New(cfg) }
+
+// DefaultSubnets are the local VPC's subnets: one in each of the region's zones a, b
+// and c.
+func DefaultSubnets(region string) []Subnet { return autoscaling.DefaultSubnets(region) }
+
+// IAM, STS and instance metadata.
+type (
+	IAM              = iam.IAM
+	STS              = sts.STS
+	Credentials      = sts.Credentials
+	IMDS             = imds.IMDS
+	CredentialSource = imds.CredentialSource
+)
+
+// NewIAM returns the IAM endpoint of an account, whose instance profiles include one per
+// role of the instances of e (which may be nil).
+func NewIAM(accountID string, e *EC2) *IAM { return iam.New(accountID, e) }
+
+// NewSTS returns an STS for an account.
+func NewSTS(accountID string) *STS { return sts.New(accountID) }
+
+// NewIMDS returns the metadata service of inst; creds may be nil when it has no role.
+func NewIMDS(inst Instance, creds CredentialSource) *IMDS { return imds.New(inst, creds) }
+
+// EKS.
+type (
+	EKS     = eks.EKS
+	Cluster = eks.Cluster
+)
+
+// NewEKS returns an EKS endpoint that knows clusters.
+func NewEKS(clusters ...Cluster) *EKS { return eks.New(clusters...) }
