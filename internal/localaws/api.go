@@ -12,17 +12,25 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws/sts"
 )
 
-// EC2's instances, network and launch templates.
+// EC2 is the EC2 service; its types follow: instances, network and launch templates.
 type (
-	EC2                        = ec2.EC2
-	Instance                   = ec2.Instance
-	InstanceRecord             = ec2.InstanceRecord
-	LaunchOption               = ec2.LaunchOption
-	Subnet                     = ec2.Subnet
-	NetworkInterface           = ec2.NetworkInterface
+	EC2 = ec2.EC2
+	// Instance is ec2.Instance.
+	Instance = ec2.Instance
+	// InstanceRecord is ec2.InstanceRecord.
+	InstanceRecord = ec2.InstanceRecord
+	// LaunchOption is ec2.LaunchOption.
+	LaunchOption = ec2.LaunchOption
+	// Subnet is ec2.Subnet.
+	Subnet = ec2.Subnet
+	// NetworkInterface is ec2.NetworkInterface.
+	NetworkInterface = ec2.NetworkInterface
+	// NetworkInterfaceAttachment is ec2.NetworkInterfaceAttachment.
 	NetworkInterfaceAttachment = ec2.NetworkInterfaceAttachment
-	NetworkHooks               = ec2.NetworkHooks
-	LaunchTemplates            = ec2.LaunchTemplates
+	// NetworkHooks is ec2.NetworkHooks.
+	NetworkHooks = ec2.NetworkHooks
+	// LaunchTemplates is ec2.LaunchTemplates.
+	LaunchTemplates = ec2.LaunchTemplates
 )
 
 // The subnet, VPC and security group of instances and interfaces that name none.
@@ -56,13 +64,18 @@ func WithSecondaryPrivateIPv4s(addrs ...string) LaunchOption {
 // ValidateDHCPDomainName checks a DHCP options domain-name (WithDHCPDomainName).
 func ValidateDHCPDomainName(name string) error { return ec2.ValidateDHCPDomainName(name) }
 
-// Auto Scaling, and the seam through which it launches instances.
+// AutoScaling is the Auto Scaling service; Launcher is the seam through which it
+// launches instances, which the sandbox implements.
 type (
-	AutoScaling       = autoscaling.AutoScaling
+	AutoScaling = autoscaling.AutoScaling
+	// AutoScalingConfig is autoscaling.Config.
 	AutoScalingConfig = autoscaling.Config
-	Launcher          = autoscaling.Launcher
-	LaunchSpec        = autoscaling.LaunchSpec
-	LaunchError       = autoscaling.LaunchError
+	// Launcher is autoscaling.Launcher.
+	Launcher = autoscaling.Launcher
+	// LaunchSpec is autoscaling.LaunchSpec.
+	LaunchSpec = autoscaling.LaunchSpec
+	// LaunchError is autoscaling.LaunchError.
+	LaunchError = autoscaling.LaunchError
 )
 
 // NewAutoScaling returns the Auto Scaling service of an account, without groups.
@@ -72,12 +85,16 @@ func NewAutoScaling(cfg AutoScalingConfig) *AutoScaling { return autoscaling.New
 // and c.
 func DefaultSubnets(region string) []Subnet { return autoscaling.DefaultSubnets(region) }
 
-// IAM, STS and instance metadata.
+// IAM is the IAM service; STS and IMDS (instance metadata) follow.
 type (
-	IAM              = iam.IAM
-	STS              = sts.STS
-	Credentials      = sts.Credentials
-	IMDS             = imds.IMDS
+	IAM = iam.IAM
+	// STS is sts.STS.
+	STS = sts.STS
+	// Credentials is sts.Credentials.
+	Credentials = sts.Credentials
+	// IMDS is imds.IMDS.
+	IMDS = imds.IMDS
+	// CredentialSource is imds.CredentialSource.
 	CredentialSource = imds.CredentialSource
 )
 
@@ -91,9 +108,10 @@ func NewSTS(accountID string) *STS { return sts.New(accountID) }
 // NewIMDS returns the metadata service of inst; creds may be nil when it has no role.
 func NewIMDS(inst Instance, creds CredentialSource) *IMDS { return imds.New(inst, creds) }
 
-// EKS.
+// EKS is the EKS service; Cluster is what it knows of a cluster.
 type (
-	EKS     = eks.EKS
+	EKS = eks.EKS
+	// Cluster is eks.Cluster.
 	Cluster = eks.Cluster
 )
 

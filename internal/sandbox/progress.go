@@ -5,9 +5,11 @@ import "github.com/nodejoin/nodejoin/internal/sandbox/progress"
 // Progress receives a sandbox's progress. Calls are serialized.
 type Progress = progress.Func
 
-// Event is one thing that happened; EventKind says what.
+// The progress types, named as the sandbox's API names them (see package progress).
 type (
-	Event     = progress.Event
+	// Event is one thing that happened.
+	Event = progress.Event
+	// EventKind says what happened.
 	EventKind = progress.EventKind
 	// StepCount is how many nodes passed a join step.
 	StepCount = progress.StepCount

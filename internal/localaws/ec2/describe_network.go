@@ -271,7 +271,7 @@ func (e *EC2) describeNetworkInterfaces(r *protocol.Request) (any, *protocol.Err
 		return nil, protocol.Errorf(http.StatusBadRequest, "InvalidParameterCombination", "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults")
 	}
 	if in.dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -301,7 +301,7 @@ func (e *EC2) describeSubnets(r *protocol.Request) (any, *protocol.Error) {
 		return nil, aerr
 	}
 	if in.dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -342,7 +342,7 @@ func (e *EC2) describeInstanceTypes(r *protocol.Request) (any, *protocol.Error) 
 		return nil, aerr
 	}
 	if in.dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	if in.Max == 0 && len(in.ids) == 0 {
 		in.Max = 100

@@ -16,8 +16,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
 
 // ValidateDHCPDomainName checks a DHCP options domain-name: one DNS domain (RFC 1123
@@ -107,7 +108,7 @@ func (e *EC2) describeDhcpOptions(r *protocol.Request) (any, *protocol.Error) {
 		return nil, aerr
 	}
 	if in.dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	e.mu.Lock()
 	sets := map[string]dhcpOptions{}

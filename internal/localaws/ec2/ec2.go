@@ -115,7 +115,7 @@ func (e *EC2) actions() map[string]protocol.Handler {
 func (e *EC2) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.once.Do(func() {
 		e.service = &protocol.Service{
-			Dialect: protocol.EC2, Actions: e.actions(), WriteError: protocol.WriteEC2Error, Admit: e.admit, Unsigned: authFailure,
+			Dialect: protocol.EC2, Actions: e.actions(), WriteError: protocol.WriteEC2Error, Admit: e.admit, Unsigned: errAuthFailure,
 		}
 	})
 	e.service.ServeHTTP(w, r)
@@ -138,10 +138,10 @@ func (e *EC2) admit(r *protocol.Request) *protocol.Error {
 	return &protocol.Error{Status: e.fail.status, Code: e.fail.code, Message: e.fail.text}
 }
 
-// authFailure answers a request without a SigV4 signature.
-var authFailure = &protocol.Error{Status: http.StatusUnauthorized, Code: "AuthFailure", Message: "AWS was not able to validate the provided access credentials"}
+// errAuthFailure answers a request without a SigV4 signature.
+var errAuthFailure = &protocol.Error{Status: http.StatusUnauthorized, Code: "AuthFailure", Message: "AWS was not able to validate the provided access credentials"}
 
-var dryRunError = &protocol.Error{Status: http.StatusPreconditionFailed, Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
+var errDryRun = &protocol.Error{Status: http.StatusPreconditionFailed, Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
 
 // dryRun reads DryRun: set, the request is refused with DryRunOperation once checked.
 func dryRun(p *protocol.Params) (bool, *protocol.Error) {

@@ -84,7 +84,7 @@ func (e *EC2) createNetworkInterfaceAction(r *protocol.Request) (any, *protocol.
 	}
 	req.count = count
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	req.key = fingerprint(r.Form)
 	n, aerr := e.createNetworkInterface(req)
@@ -114,7 +114,7 @@ func (e *EC2) deleteNetworkInterfaceAction(r *protocol.Request) (any, *protocol.
 		return nil, aerr
 	}
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	if aerr := e.deleteNetworkInterface(id); aerr != nil {
 		return nil, aerr
@@ -157,7 +157,7 @@ func (e *EC2) attachNetworkInterfaceAction(r *protocol.Request) (any, *protocol.
 		return nil, protocol.InvalidParameter("Invalid value '%d' for deviceIndex", idx)
 	}
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	req.deviceIndex, req.networkCard = idx, card
 	att, aerr := e.attachNetworkInterface(r.Context, req)
@@ -190,7 +190,7 @@ func (e *EC2) detachNetworkInterfaceAction(r *protocol.Request) (any, *protocol.
 		return nil, aerr
 	}
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	if aerr := e.detachNetworkInterface(r.Context, id); aerr != nil {
 		return nil, aerr
@@ -307,7 +307,7 @@ func (e *EC2) modifyNetworkInterfaceAttributeAction(r *protocol.Request) (any, *
 		return nil, aerr
 	}
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	if aerr := e.modifyNetworkInterface(req); aerr != nil {
 		return nil, aerr
@@ -337,7 +337,7 @@ func (e *EC2) createTagsAction(r *protocol.Request) (any, *protocol.Error) {
 		return nil, &protocol.Error{Status: http.StatusBadRequest, Code: "MissingParameter", Message: "The request must contain the parameter resourceIdSet"}
 	}
 	if dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	if aerr := e.createTags(ids, tags); aerr != nil {
 		return nil, aerr

@@ -191,7 +191,7 @@ func (e *EC2) attachNetworkInterface(ctx context.Context, req attachRequest) (st
 			e.mu.Lock()
 			n.Attachment, n.Status = nil, "available"
 			e.mu.Unlock()
-			return "", hookFailed
+			return "", errHookFailed
 		}
 	}
 	return shown.Attachment.ID, nil
@@ -328,7 +328,7 @@ func (e *EC2) assignPrivateIPs(ctx context.Context, req assignRequest) ([]string
 			if err := e.hooks.AddressesUnassigned(context.WithoutCancel(ctx), undone, added); err != nil {
 				e.hookLog.Warn("VPC router: removing assigned addresses failed", "eni", n.ID, "err", err)
 			}
-			return nil, hookFailed
+			return nil, errHookFailed
 		}
 	}
 	return added, nil

@@ -306,7 +306,7 @@ func (e *EC2) describeInstances(r *protocol.Request) (any, *protocol.Error) {
 		return nil, protocol.Errorf(http.StatusBadRequest, "InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
 	}
 	if in.dry {
-		return nil, dryRunError
+		return nil, errDryRun
 	}
 	e.mu.Lock()
 	page, next, aerr := e.instanceSet().page(in)

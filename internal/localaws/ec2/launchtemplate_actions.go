@@ -29,7 +29,7 @@ func (l *LaunchTemplates) newTable() map[string]protocol.Handler {
 	for name, h := range t {
 		t[name] = func(r *protocol.Request) (any, *protocol.Error) {
 			if dry, aerr := dryRun(r.Params); aerr != nil || dry {
-				return nil, cmp.Or(aerr, dryRunError)
+				return nil, cmp.Or(aerr, errDryRun)
 			}
 			return h(r)
 		}

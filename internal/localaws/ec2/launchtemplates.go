@@ -69,7 +69,7 @@ func NewLaunchTemplates(accountID string) *LaunchTemplates {
 	l := &LaunchTemplates{AccountID: accountID, now: time.Now, byID: map[string]*launchTemplate{},
 		byName: map[string]string{}, tokens: map[string]templateTokenUse{}}
 	l.table = l.newTable()
-	l.service = &protocol.Service{Dialect: protocol.EC2, Actions: l.table, WriteError: protocol.WriteEC2Error, Unsigned: authFailure,
+	l.service = &protocol.Service{Dialect: protocol.EC2, Actions: l.table, WriteError: protocol.WriteEC2Error, Unsigned: errAuthFailure,
 		Admit: func(*protocol.Request) *protocol.Error { l.count(); return nil }}
 	return l
 }

@@ -377,7 +377,7 @@ func (e *EC2) hookDetached(ctx context.Context, n NetworkInterface) {
 	}
 }
 
-var hookFailed = &protocol.Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"}
+var errHookFailed = &protocol.Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: "An internal error has occurred"}
 
 func notFoundENI(id string) *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, "InvalidNetworkInterfaceID.NotFound", "The networkInterface ID '%s' does not exist", id)
