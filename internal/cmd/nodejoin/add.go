@@ -12,23 +12,15 @@ func addCommand() *cobra.Command {
 		Short:   "Add something to a running cluster",
 		Example: "  nodejoin add node --name demo --count 2",
 	}
-	cmd.AddCommand(addNodeCommand("node"))
+	cmd.AddCommand(addNodeCommand())
 	return cmd
 }
 
-// deprecatedNodeCommand is the old spelling, `nodejoin node add`.
-func deprecatedNodeCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "Add nodes to a running cluster (deprecated: use `nodejoin add node`)", Hidden: true,
-		Example: "  nodejoin add node --name demo"}
-	cmd.AddCommand(deprecated(addNodeCommand("add"), "add node"))
-	return cmd
-}
-
-func addNodeCommand(use string) *cobra.Command {
+func addNodeCommand() *cobra.Command {
 	var name, output string
 	o := sandbox.NodeOptions{}
 	cmd := &cobra.Command{
-		Use:   use,
+		Use:   "node",
 		Short: "Launch more local instances into a running cluster and wait until they are Ready",
 		Long: "add node asks the process that runs the cluster (`nodejoin up`) to launch instances, shows\n" +
 			"their join step by step, and fails naming the node and the step when one does not join.\n\n" +

@@ -37,24 +37,13 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(createCommand(), describeCommand(), scaleCommand(), upgradeCommand(), deleteCommand())
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
-		benchCommand(), deprecatedNodeCommand(), deprecatedIMDSCommand())
+		benchCommand())
 	root.AddCommand(userdataCommand())
 	return root
 }
 
 func nameFlag(cmd *cobra.Command, name *string) {
 	cmd.Flags().StringVar(name, "name", controlplane.DefaultName, "cluster name")
-}
-
-// deprecated marks cmd as an old spelling of use: hidden, and saying so on stderr.
-func deprecated(cmd *cobra.Command, use string) *cobra.Command {
-	cmd.Hidden = true
-	run := cmd.RunE
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		fmt.Fprintf(c.ErrOrStderr(), "warning: `nodejoin %s` is deprecated and goes away in the next release; use `nodejoin %s`\n", c.CommandPath()[len("nodejoin "):], use)
-		return run(c, args)
-	}
-	return cmd
 }
 
 func kubeconfigCommand() *cobra.Command {

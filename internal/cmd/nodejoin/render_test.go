@@ -167,25 +167,6 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 	walk(rootCommand())
 }
 
-func TestOldSpellingsWorkAndSayTheyAreDeprecated(t *testing.T) {
-	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	var stdout, stderr bytes.Buffer
-	err := Run(t.Context(), []string{"node", "add", "--name", "absent"}, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "no cluster named absent") {
-		t.Errorf("node add: error = %v, want the add node command's own", err)
-	}
-	if !strings.Contains(stderr.String(), "`nodejoin node add` is deprecated") || !strings.Contains(stderr.String(), "use `nodejoin add node`") {
-		t.Errorf("stderr = %q", stderr.String())
-	}
-	stdout.Reset()
-	if err := Run(t.Context(), []string{"--help"}, &stdout, &stderr); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(stdout.String(), "imds") || strings.Contains(stdout.String(), "\n  node ") {
-		t.Errorf("help lists a deprecated spelling:\n%s", stdout.String())
-	}
-}
-
 func TestGetClustersOfAnEmptyStateRoot(t *testing.T) {
 	for _, tt := range []struct{ output, want string }{{"text", "No clusters."}, {"json", "[]\n"}} {
 		out, err := run(t, "get", "clusters", "-o", tt.output)
