@@ -1,8 +1,11 @@
 package nodejoin
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -17,7 +20,8 @@ func addCommand() *cobra.Command {
 }
 
 func addNodeCommand() *cobra.Command {
-	var name, output string
+	var name string
+	var output printer.Format
 	o := sandbox.NodeOptions{}
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -38,18 +42,11 @@ func addNodeCommand() *cobra.Command {
 			"  nodejoin diagnose node --name demo ip-198-18-0-12.local.internal",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, progressTo(cmd.ErrOrStderr()))
+			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, sandbox.ProgressTo(cmd.ErrOrStderr()))
 			if err != nil {
 				return flagError(err)
 			}
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, nodes)
-			}
-			printNodeTable(cmd.OutOrStdout(), nodes)
-			return nil
+			return printer.Print(cmd.OutOrStdout(), output, nodes, func(w io.Writer) { sandbox.WriteNodeTable(w, nodes) })
 		},
 	}
 	nameFlag(cmd, &name)
@@ -62,6 +59,6 @@ func addNodeCommand() *cobra.Command {
 	f.StringArrayVar(&o.KubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
 	f.StringVar(&o.CredentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
 	f.StringVar(&o.ClaimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
-	outputFlag(cmd, &output)
+	printer.AddFlag(f, &output)
 	return cmd
 }

@@ -1,15 +1,14 @@
-// Package nodejoin is the operator CLI: it starts and stops local clusters whose nodes
-// really join. It parses flags and prints; the sandbox library (internal/sandbox) does
-// the work.
-//
-// It is over 600 lines because it holds every nodejoin command and their text, table,
-// JSON and YAML renderings (render.go); it holds no logic of its own.
+// Package nodejoin is the operator CLI `nodejoin`: its commands, their flags and help.
+// The work is done by internal/sandbox (local clusters), internal/nodegroup/client (node
+// groups) and internal/bench; each result is rendered by its own type's methods.
 package nodejoin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +32,6 @@ func rootCommand() *cobra.Command {
 			"  nodejoin down",
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
-	// The node group commands (nodegroup.go).
 	root.AddCommand(createCommand(), describeCommand(), scaleCommand(), upgradeCommand(), deleteCommand())
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
@@ -94,4 +92,15 @@ func downCommand() *cobra.Command {
 	}
 	nameFlag(cmd, &name)
 	return cmd
+}
+
+// flagError names a flag in an invalid option's message: "--identity" for the
+// library's "identity".
+func flagError(err error) error {
+	var oe *sandbox.OptionError
+	if err == nil || !errors.As(err, &oe) {
+		return err
+	}
+	flagged := fmt.Sprintf("--%s %q: %s", oe.Option, oe.Value, oe.Want)
+	return errors.New(strings.Replace(err.Error(), oe.Error(), flagged, 1))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
@@ -36,7 +37,7 @@ type upOptions struct {
 	nodeCIDR         string
 	apiPort          int
 	binDir           string
-	output           string
+	output           printer.Format
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
@@ -85,7 +86,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (default: beside this binary, or the source tree's bin/)")
-	outputFlag(cmd, &o.output)
+	printer.AddFlag(f, &o.output)
 	f.StringVar(&o.nodeGroupFile, "nodegroup-file", "", "eksctl ClusterConfig or NodeGroup manifests whose node groups to create once the cluster is up (the cluster's name defaults to the eksctl file's metadata.name)")
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
 	_ = f.MarkHidden("internal-ready-fd")
@@ -115,9 +116,6 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 }
 
 func (o *upOptions) run(cmd *cobra.Command) error {
-	if err := checkOutput(o.output); err != nil {
-		return err
-	}
 	if o.readyFD == 0 {
 		if err := o.loadNodeGroupFile(cmd); err != nil {
 			return err
@@ -145,11 +143,7 @@ func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool, 
 	if o.groups != nil {
 		return o.printUpNodeGroups(w, c, detached, groups)
 	}
-	if o.output != outputText {
-		return printStructured(w, o.output, c)
-	}
-	printUpText(w, c, detached)
-	return nil
+	return printer.Print(w, o.output, c, func(w io.Writer) { c.WriteSummary(w, detached) })
 }
 
 // openLog opens the log of the process that runs the cluster name.
@@ -176,7 +170,7 @@ func (o *upOptions) runForeground(cmd *cobra.Command) error {
 		defer func() { _ = logf.Close() }()
 		log = slog.New(slog.NewTextHandler(logf, nil))
 	}
-	opts, err := o.sandboxOptions(progressTo(stderr), log)
+	opts, err := o.sandboxOptions(sandbox.ProgressTo(stderr), log)
 	if err != nil {
 		return err
 	}
@@ -319,7 +313,7 @@ func (o *upOptions) runDetachedChild(ctx context.Context) error {
 		return fmt.Errorf("--internal-ready-fd %d is not open", o.readyFD)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := o.sandboxOptions(progressTo(io.MultiWriter(ready, os.Stderr)), log)
+	opts, err := o.sandboxOptions(sandbox.ProgressTo(io.MultiWriter(ready, os.Stderr)), log)
 	if err != nil {
 		_ = ready.Close()
 		return err

@@ -1,87 +1,33 @@
-package nodejoin
+package sandbox
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
-
-	"github.com/nodejoin/nodejoin/internal/sandbox"
+	"github.com/nodejoin/nodejoin/internal/printer"
 )
 
-// Output formats of -o.
-const (
-	outputText = "text"
-	outputJSON = "json"
-	outputYAML = "yaml"
-)
-
-func outputFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVarP(p, "output", "o", outputText, "output format: text, json or yaml")
-}
-
-func checkOutput(format string) error {
-	switch format {
-	case outputText, outputJSON, outputYAML:
-		return nil
-	}
-	return fmt.Errorf("--output %q: want text, json or yaml", format)
-}
-
-// printStructured prints v as JSON or YAML.
-func printStructured(w io.Writer, format string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if format == outputYAML {
-		if data, err = yaml.JSONToYAML(data); err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", data)
-	return err
-}
-
-// flagError names a flag in an invalid option's message: "--identity" for the
-// library's "identity".
-func flagError(err error) error {
-	var oe *sandbox.OptionError
-	if err == nil || !errors.As(err, &oe) {
-		return err
-	}
-	flagged := fmt.Sprintf("--%s %q: %s", oe.Option, oe.Value, oe.Want)
-	return errors.New(strings.Replace(err.Error(), oe.Error(), flagged, 1))
-}
-
-func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-
-// eventText renders a progress event as a line.
-func eventText(e sandbox.Event) string {
+// Line renders a progress event as one line.
+func (e Event) Line() string {
+	round := printer.Round
 	switch e.Kind {
-	case sandbox.StepStarted, sandbox.Note:
-		if e.Kind == sandbox.Note {
-			return " • " + e.Detail
-		}
+	case StepStarted:
 		return " • " + e.Step
-	case sandbox.StepDone:
+	case Note:
+		return " • " + e.Detail
+	case StepDone:
 		return fmt.Sprintf(" ✓ %s (%s)", e.Step, round(e.Elapsed))
-	case sandbox.StepFailed:
+	case StepFailed:
 		return fmt.Sprintf(" ✗ %s failed after %s", e.Step, round(e.Elapsed))
-	case sandbox.NodeStep:
+	case NodeStep:
 		return fmt.Sprintf(" ✓ %-32s %-27s +%-6s %s", e.Node, e.Step, round(e.Elapsed), e.Detail)
-	case sandbox.NodeFailed:
+	case NodeFailed:
 		return fmt.Sprintf(" ✗ %-32s %-27s %s", e.Node, e.Step, e.Detail)
-	case sandbox.NodeCounts:
+	case NodeCounts:
 		parts := make([]string, 0, len(e.Counts))
 		for _, c := range e.Counts {
 			parts = append(parts, fmt.Sprintf("%s %d", c.Step, c.Nodes))
@@ -91,27 +37,27 @@ func eventText(e sandbox.Event) string {
 	return fmt.Sprintf(" • %s %s %s", e.Kind, e.Step, e.Detail)
 }
 
-// progressTo returns a Progress that writes each event as a line to w.
-func progressTo(w io.Writer) sandbox.Progress {
-	return func(e sandbox.Event) { fmt.Fprintln(w, eventText(e)) }
+// ProgressTo returns a Progress that writes each event as a line to w.
+func ProgressTo(w io.Writer) Progress {
+	return func(e Event) { fmt.Fprintln(w, e.Line()) }
 }
 
-// printNodeTable prints the nodes a start or an add launched.
-func printNodeTable(w io.Writer, nodes []sandbox.Node) {
+// WriteNodeTable prints the nodes a start or an add launched.
+func WriteNodeTable(w io.Writer, nodes []Node) {
 	if len(nodes) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "NODE\tINSTANCE\tIP\tKUBELET\tREADY AFTER")
 	for _, n := range nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.InstanceID, n.IP, n.Kubelet, round(time.Duration(n.ReadySeconds*float64(time.Second))))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.InstanceID, n.IP, n.Kubelet, printer.Round(time.Duration(n.ReadySeconds*float64(time.Second))))
 	}
 	_ = tw.Flush()
 }
 
-// printUpText prints up's summary: the nodes, and where the cluster is.
-func printUpText(w io.Writer, c sandbox.Cluster, detached bool) {
-	printNodeTable(w, c.Nodes)
+// WriteSummary prints a started cluster: its nodes, and where it is.
+func (c Cluster) WriteSummary(w io.Writer, detached bool) {
+	WriteNodeTable(w, c.Nodes)
 	if detached {
 		fmt.Fprintf(w, "Cluster %s is ready and runs in the background (pid %d).\n", c.Name, c.PID)
 	} else {
@@ -129,8 +75,8 @@ func printUpText(w io.Writer, c sandbox.Cluster, detached bool) {
 
 var stateMarks = map[string]string{"done": "✓", "failed": "✗", "pending": "·"}
 
-// printReport prints a diagnosis.
-func printReport(w io.Writer, r *sandbox.Report) {
+// WriteText prints the diagnosis.
+func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Node %s\n  instance %s, %s, %s kubelet, %s identity, %s user data\n",
 		r.Node, r.InstanceID, r.IP, r.Kubelet, r.Identity, r.AMIFamily)
 	for _, n := range r.Notes {
@@ -163,7 +109,7 @@ func printReport(w io.Writer, r *sandbox.Report) {
 	}
 	if len(r.ControlPlane) > 0 {
 		fmt.Fprintln(w, "Control plane:")
-		printControlPlane(w, r.ControlPlane)
+		writeControlPlane(w, r.ControlPlane)
 	}
 	if len(r.Logs) > 0 {
 		fmt.Fprintln(w, "Logs:")
@@ -173,26 +119,26 @@ func printReport(w io.Writer, r *sandbox.Report) {
 	}
 }
 
-// printClusterReport prints a diagnosis of a cluster's control plane.
-func printClusterReport(w io.Writer, r *sandbox.ClusterReport) {
+// WriteText prints the diagnosis of the control plane.
+func (r *ClusterReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Control plane of cluster %s\n", r.Cluster)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
-	printControlPlane(w, r.ControlPlane)
+	writeControlPlane(w, r.ControlPlane)
 }
 
-// printControlPlane prints the control-plane daemons' health as an indented table,
-// followed by what each unhealthy one answered.
-func printControlPlane(w io.Writer, hs []sandbox.ComponentHealth) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// writeControlPlane prints the daemons' health as an indented table, followed by what
+// each unhealthy one answered.
+func writeControlPlane(w io.Writer, hs []ComponentHealth) {
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "    COMPONENT\tHEALTH\tPID\tRESTARTS\tLOG")
 	for _, h := range hs {
 		mark, health := "✓", "ok"
 		if !h.Healthy {
 			mark, health = "✗", "failed"
 		}
-		pid := dash("")
+		pid := "-"
 		if h.PID != 0 {
 			pid = strconv.Itoa(h.PID)
 			if !h.Running {
@@ -209,31 +155,31 @@ func printControlPlane(w io.Writer, hs []sandbox.ComponentHealth) {
 	}
 }
 
-// printClusters prints get clusters' table.
-func printClusters(w io.Writer, cs []sandbox.Cluster) {
+// WriteClusters prints the table of `get clusters`.
+func WriteClusters(w io.Writer, cs []Cluster) {
 	if len(cs) == 0 {
 		fmt.Fprintln(w, "No clusters. Start one with: nodejoin up")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "NAME\tSTATUS\tNODES\tAPI SERVER\tKUBECONFIG")
 	for _, c := range cs {
 		status := "running"
 		if !c.Running {
 			status = "stopped"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", c.Name, status, len(c.Nodes), dash(c.Endpoint), dash(c.Kubeconfig))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", c.Name, status, len(c.Nodes), printer.Dash(c.Endpoint), printer.Dash(c.Kubeconfig))
 	}
 	_ = tw.Flush()
 }
 
-// printNodes prints get nodes' table.
-func printNodes(w io.Writer, cluster string, ns []sandbox.NodeStatus) {
+// WriteNodeStatuses prints the table of `get nodes`.
+func WriteNodeStatuses(w io.Writer, cluster string, ns []NodeStatus) {
 	if len(ns) == 0 {
 		fmt.Fprintf(w, "Cluster %s has no nodes. Add one with: nodejoin add node --name %s\n", cluster, cluster)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "NAME\tINSTANCE\tIP\tKUBELET\tIDENTITY\tSTATE\tSTEP")
 	for _, n := range ns {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.InstanceID, n.IP, n.Kubelet, n.Identity, n.State, n.Step)
@@ -241,9 +187,9 @@ func printNodes(w io.Writer, cluster string, ns []sandbox.NodeStatus) {
 	_ = tw.Flush()
 }
 
-// printExported prints what export logs wrote.
-func printExported(w io.Writer, ex sandbox.Exported) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// WriteText prints what ExportLogs wrote.
+func (ex Exported) WriteText(w io.Writer) {
+	tw := printer.Table(w)
 	for _, f := range ex.Files {
 		fmt.Fprintf(tw, "%s\t%d bytes\n", f.Path, f.Bytes)
 	}
@@ -251,9 +197,69 @@ func printExported(w io.Writer, ex sandbox.Exported) {
 	fmt.Fprintf(w, "Exported %d log file(s) of cluster %s to %s\n", len(ex.Files), ex.Cluster, ex.Dir)
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
+// WriteImageLoad prints one line per node of a LoadImages: what it imported, why it
+// was skipped, or its error.
+func WriteImageLoad(w io.Writer, cluster string, archives []string, res []NodeImages) {
+	if len(res) == 0 {
+		fmt.Fprintf(w, "Cluster %s has no nodes yet; nodes added later import the archive(s).\n", cluster)
+		return
 	}
-	return s
+	tw := printer.Table(w)
+	fmt.Fprintln(tw, "NODE\tKUBELET\tRESULT")
+	loaded := 0
+	for _, n := range res {
+		result := fmt.Sprintf("loaded %d archive(s)", len(n.Loaded))
+		switch {
+		case n.Error != "":
+			result = "failed: " + n.Error
+		case n.Skipped != "":
+			result = "skipped: " + n.Skipped
+		default:
+			loaded++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Node, n.Kubelet, result)
+	}
+	_ = tw.Flush()
+	names := make([]string, len(archives))
+	for i, a := range archives {
+		names[i] = filepath.Base(a)
+	}
+	fmt.Fprintf(w, "Loaded %v into %d node(s) of cluster %s; nodes added later get them too.\n", names, loaded, cluster)
+}
+
+// WriteImageList prints one line per node and image of a ListImages, then the nodes
+// that were skipped or failed.
+func WriteImageList(w io.Writer, cluster string, res []NodeImages) {
+	if len(res) == 0 {
+		fmt.Fprintf(w, "Cluster %s has no nodes. Add one with: nodejoin add node --name %s\n", cluster, cluster)
+		return
+	}
+	tw := printer.Table(w)
+	fmt.Fprintln(tw, "NODE\tIMAGE\tDIGEST\tSIZE")
+	var notes []string
+	for _, n := range res {
+		switch {
+		case n.Error != "":
+			notes = append(notes, fmt.Sprintf("%s: failed: %s", n.Node, n.Error))
+		case n.Skipped != "":
+			notes = append(notes, fmt.Sprintf("%s: skipped (%s)", n.Node, n.Skipped))
+		case len(n.Images) == 0:
+			fmt.Fprintf(tw, "%s\t(none)\t-\t-\n", n.Node)
+		}
+		for _, img := range n.Images {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Node, img.Name, shortDigest(img.Digest), img.Size)
+		}
+	}
+	_ = tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+}
+
+// shortDigest keeps a digest's algorithm and first 12 hex digits, as docker does.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
 }
