@@ -12,8 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/spf13/pflag"
+
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
 )
 
 // AddFlags binds the options of `nodejoin bench join` to f.
