@@ -8,9 +8,8 @@ import (
 	"io"
 	"strings"
 
-	sigsyaml "sigs.k8s.io/yaml"
-
 	"github.com/spf13/pflag"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
