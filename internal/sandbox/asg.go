@@ -49,7 +49,7 @@ func (l *asgLauncher) Launch(ctx context.Context, ls localaws.LaunchSpec) (strin
 			return "", &localaws.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}
 	}
-	kind := instance.KubeletKind(s.opts.NodeGroupKubelet)
+	kind := s.opts.NodeGroupKubelet
 	if kind == "" {
 		kind = instance.KubeletSim
 	}

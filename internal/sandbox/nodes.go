@@ -48,13 +48,13 @@ type workers struct {
 
 // resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
 // otherwise sim, with the reason.
-func resolveKubelet(asked string, network controlplane.Network) (instance.KubeletKind, string, error) {
+func resolveKubelet(asked instance.KubeletKind, network controlplane.Network) (instance.KubeletKind, string, error) {
 	switch asked {
-	case "sim":
+	case instance.KubeletSim:
 		return instance.KubeletSim, "", nil
-	case "real", "":
+	case instance.KubeletReal, "":
 	default:
-		return "", "", &OptionError{"kubelet", asked, "want real or sim"}
+		return "", "", &OptionError{"kubelet", string(asked), "want real or sim"}
 	}
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -74,7 +74,7 @@ func resolveKubelet(asked string, network controlplane.Network) (instance.Kubele
 	if len(missing) == 0 {
 		return instance.KubeletReal, "", nil
 	}
-	if asked == "real" {
+	if asked == instance.KubeletReal {
 		return "", "", fmt.Errorf("--kubelet real needs %s; run `make deps` as root, or use --kubelet sim", strings.Join(missing, ", "))
 	}
 	return instance.KubeletSim, "real kubelets need " + strings.Join(missing, ", ") + " (install with `make deps` as root): using simulated kubelets", nil
@@ -157,7 +157,7 @@ func startWorkers(ctx context.Context, s *Sandbox, o NodeOptions, rep *reporter)
 	if err != nil {
 		return nil, err
 	}
-	w := &workers{prov: prov, client: client, ctl: s.controller, kubelet: kind, identity: instance.Identity(o.Identity),
+	w := &workers{prov: prov, client: client, ctl: s.controller, kubelet: kind, identity: o.Identity,
 		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim")}
 	switch w.identity {
 	case instance.IdentityAWSIAM:
@@ -225,7 +225,7 @@ func (l *launched) state() launchState {
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
 func (w *workers) launch(ctx context.Context, o NodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
-	family, _ := instance.ParseAMIFamily(o.AMIFamily)
+	family := o.AMIFamily
 	out := make([]*launched, o.Count)
 	for i := range out {
 		out[i] = &launched{}
@@ -438,7 +438,7 @@ func (w *workers) address(nameOrIP string) string {
 func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node, error) {
 	start := time.Now()
 	rep.report(Event{Kind: StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
-		o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))})
+		o.Count, o.InstanceType, w.kubelet, w.identity, o.AMIFamily)})
 	pr := newJoinProgress(rep, o.Count, w.bootstrap())
 	ls, launchedAll := w.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if l.state().err != nil {
@@ -456,14 +456,6 @@ func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node
 	}
 	rep.report(Event{Kind: StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
 	return nodes, nil
-}
-
-func familyName(s string) string {
-	f, err := instance.ParseAMIFamily(s)
-	if err != nil {
-		return s
-	}
-	return string(f)
 }
 
 // stop terminates every instance.

@@ -29,7 +29,7 @@ type upOptions struct {
 	name  string
 	nodes sandbox.NodeOptions
 	// nodeGroupKubelet plays the kubelets of node groups' instances.
-	nodeGroupKubelet string
+	nodeGroupKubelet instance.KubeletKind
 	instanceLimit    int
 	dhcpDomain       string
 	detach           bool
@@ -74,10 +74,10 @@ func upCommand() *cobra.Command {
 	nameFlag(cmd, &o.name)
 	f.IntVar(&o.nodes.Count, "nodes", 0, "number of worker nodes (local instances) to launch")
 	f.StringVar(&o.nodes.InstanceType, "instance-type", sandbox.DefaultInstanceType, "EC2 instance type the instances report (sets max pods and reserved resources)")
-	f.StringVar(&o.nodes.AMIFamily, "ami-family", sandbox.DefaultAMIFamily, "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
-	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
-	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
-	f.StringVar(&o.nodeGroupKubelet, "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
+	f.StringVar((*string)(&o.nodes.AMIFamily), "ami-family", string(sandbox.DefaultAMIFamily), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar((*string)(&o.nodes.Identity), "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
+	f.StringVar((*string)(&o.nodes.Kubelet), "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
+	f.StringVar((*string)(&o.nodeGroupKubelet), "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
