@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -262,4 +263,15 @@ func shortDigest(d string) string {
 		return d[:len("sha256:")+12]
 	}
 	return d
+}
+
+// FlagError names a flag in an invalid option's message: "--identity" for the
+// library's "identity".
+func FlagError(err error) error {
+	var oe *OptionError
+	if err == nil || !errors.As(err, &oe) {
+		return err
+	}
+	flagged := fmt.Sprintf("--%s %q: %s", oe.Option, oe.Value, oe.Want)
+	return errors.New(strings.Replace(err.Error(), oe.Error(), flagged, 1))
 }

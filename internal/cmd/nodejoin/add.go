@@ -44,7 +44,7 @@ func addNodeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, sandbox.ProgressTo(cmd.ErrOrStderr()))
 			if err != nil {
-				return flagError(err)
+				return sandbox.FlagError(err)
 			}
 			return printer.Print(cmd.OutOrStdout(), output, nodes, func(w io.Writer) { sandbox.WriteNodeTable(w, nodes) })
 		},

@@ -5,10 +5,8 @@ package nodejoin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -92,15 +90,4 @@ func downCommand() *cobra.Command {
 	}
 	nameFlag(cmd, &name)
 	return cmd
-}
-
-// flagError names a flag in an invalid option's message: "--identity" for the
-// library's "identity".
-func flagError(err error) error {
-	var oe *sandbox.OptionError
-	if err == nil || !errors.As(err, &oe) {
-		return err
-	}
-	flagged := fmt.Sprintf("--%s %q: %s", oe.Option, oe.Value, oe.Want)
-	return errors.New(strings.Replace(err.Error(), oe.Error(), flagged, 1))
 }

@@ -1,18 +1,12 @@
 package nodejoin
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -22,6 +16,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
+	"github.com/nodejoin/nodejoin/internal/sandbox/background"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
@@ -67,7 +62,7 @@ func upCommand() *cobra.Command {
 			"  sudo nodejoin up --nodes 1 --identity bootstrap-token --ami-family AmazonLinux2",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return flagError(o.run(cmd))
+			return sandbox.FlagError(o.run(cmd))
 		},
 	}
 	f := cmd.Flags()
@@ -133,7 +128,7 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 	case o.detach:
 		return o.startDetached(cmd)
 	case o.readyFD != 0:
-		return o.runDetachedChild(cmd.Context())
+		return background.RunChild(cmd.Context(), o.readyFD, opts)
 	}
 	return o.runForeground(cmd)
 }
@@ -146,27 +141,10 @@ func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool, 
 	return printer.Print(w, o.output, c, func(w io.Writer) { c.WriteSummary(w, detached) })
 }
 
-// openLog opens the log of the process that runs the cluster name.
-func openLog(name string) (*os.File, error) {
-	dir, err := sandbox.StateDir(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
-	}
-	path := filepath.Join(dir, "logs", "nodejoin.log")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	return f, nil
-}
-
 func (o *upOptions) runForeground(cmd *cobra.Command) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	log := slog.New(slog.DiscardHandler)
-	if logf, err := openLog(o.name); err == nil {
+	if logf, err := background.OpenLog(o.name); err == nil {
 		defer func() { _ = logf.Close() }()
 		log = slog.New(slog.NewTextHandler(logf, nil))
 	}
@@ -207,25 +185,9 @@ func (o *upOptions) runForeground(cmd *cobra.Command) error {
 	return errors.Join(runErr, err)
 }
 
-// startDetached starts `nodejoin up` again as a background process in a session of its
-// own, relays its progress to stderr, and returns once it reports the cluster ready.
-// Interrupting this process before then stops the background one too.
+// startDetached starts `nodejoin up` again in the background with the flags given, and
+// returns once the cluster is ready and its node groups created.
 func (o *upOptions) startDetached(cmd *cobra.Command) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable to run in the background: %w", err)
-	}
-	logf, err := openLog(o.name)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = logf.Close() }()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = r.Close() }()
-
 	args := []string{"up", "--internal-ready-fd=3"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Name != "detach" && f.Name != "internal-ready-fd" && f.Name != "output" && f.Name != "nodegroup-file" {
@@ -235,53 +197,8 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("name") {
 		args = append(args, "--name="+o.name) // taken from --nodegroup-file
 	}
-	child := exec.Command(exe, args...)
-	child.Stdout, child.Stderr = logf, logf
-	child.ExtraFiles = []*os.File{w}
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		_ = w.Close()
-		return fmt.Errorf("starting the background process: %w", err)
-	}
-	_ = w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-
-	// Relay the background process's progress until it reports ready or gives up.
-	relayed := make(chan bool, 1)
-	go func() {
-		ready := false
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			if sc.Text() == readyMarker {
-				ready = true
-				continue
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), sc.Text())
-		}
-		relayed <- ready
-	}()
-	var ready bool
-	select {
-	case ready = <-relayed:
-	case <-cmd.Context().Done():
-		_ = child.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			return fmt.Errorf("cluster %s: start interrupted; the background process ended with %w", o.name, err)
-		}
-		return fmt.Errorf("cluster %s: start interrupted", o.name)
-	}
-	if !ready {
-		// The background process reported its failure and is now stopping what it
-		// started, which removes the cluster's state and its logs with it: wait for it,
-		// so that the cluster is gone when this command returns and the error does not
-		// point at a log file that is about to disappear.
-		select {
-		case err := <-exited:
-			return fmt.Errorf("cluster %s did not start (%w); see the messages above", o.name, err)
-		case <-time.After(detachedStopWait):
-			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready and has not exited after %s; see %s", o.name, detachedStopWait, logf.Name())
-		}
+	if err := background.Start(cmd.Context(), o.name, args, cmd.ErrOrStderr()); err != nil {
+		return err
 	}
 	c, err := sandbox.Get(o.name)
 	if err != nil {
@@ -292,50 +209,4 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 		return fmt.Errorf("cluster %s runs, but its node groups from %s failed: %w; look with `nodejoin describe nodegroup --name %s GROUP`, remove the cluster with `nodejoin down --name %s`", o.name, o.nodeGroupFile, err, o.name, o.name)
 	}
 	return o.printSummary(cmd.OutOrStdout(), c, true, groups)
-}
-
-// detachedStopWait bounds the wait for a background process that failed to start a
-// cluster to stop it: its daemons get 30 s each to exit.
-const detachedStopWait = 2 * time.Minute
-
-// readyMarker is the last line the background process sends before closing the pipe.
-const readyMarker = "nodejoin: cluster ready"
-
-// runDetachedChild is the background process of `up --detach`: it runs the cluster,
-// reports progress on the ready descriptor, closes it once ready, and keeps the cluster
-// running until SIGTERM (sent by `nodejoin down`).
-func (o *upOptions) runDetachedChild(ctx context.Context) error {
-	// The daemons this process starts must not inherit the pipe, or the waiting parent
-	// would never see it close.
-	syscall.CloseOnExec(o.readyFD)
-	ready := os.NewFile(uintptr(o.readyFD), "ready")
-	if ready == nil {
-		return fmt.Errorf("--internal-ready-fd %d is not open", o.readyFD)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := o.sandboxOptions(sandbox.ProgressTo(io.MultiWriter(ready, os.Stderr)), log)
-	if err != nil {
-		_ = ready.Close()
-		return err
-	}
-	sb, err := sandbox.Start(ctx, opts)
-	if err != nil {
-		fmt.Fprintf(ready, "error: %v\n", flagError(err))
-		_ = ready.Close()
-		return err
-	}
-	fmt.Fprintln(ready, readyMarker)
-	_ = ready.Close()
-	log.Info("cluster ready", "name", o.name, "endpoint", sb.Info().Endpoint)
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("stopping cluster", "name", o.name)
-	case <-sb.Failed():
-		runErr = sb.Err()
-		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
-	}
-	// `nodejoin down` removes the state directory once this process has exited; on a
-	// failure the directory stays for its logs until then.
-	return errors.Join(runErr, sb.Stop(context.WithoutCancel(ctx)))
 }
