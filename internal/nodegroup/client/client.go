@@ -1,7 +1,9 @@
 // Package client does the work of the nodegroup commands (`nodejoin create|get|
 // describe|scale|upgrade|delete nodegroup`) on one cluster's API: it reads and writes
 // NodeGroup objects and follows their status while the node group controller does the
-// cloud work. It never talks to the cloud itself.
+// cloud work, and renders groups as tables, manifests and progress lines. It also
+// renders a NodeGroup's user data offline (`nodejoin userdata render`). It never talks
+// to the cloud itself.
 package client
 
 import (
