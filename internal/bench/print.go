@@ -10,27 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 )
-
-// AddFlags binds the options of `nodejoin bench join` to f.
-func (o *Options) AddFlags(f *pflag.FlagSet) {
-	f.IntVar(&o.Nodes, "nodes", 100, "simulated kubelets started at once")
-	f.StringVar(&o.Identity, "identity", IdentityBootstrapToken, "the nodes' identity: bootstrap-token or aws-iam")
-	f.StringVar(&o.Baseline, "baseline", "", `"kcm": run the burst again with kube-controller-manager approving and signing client certificates`)
-	f.StringVar(&o.Fault, "fault", "", "run the burst again with a fault once half the nodes joined: apiserver-restart or leader-kill")
-	f.DurationVar(&o.Duration, "duration", 0, "run a soak this long instead of a burst (nodes join and leave, certificates rotate)")
-	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
-	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the burst (the controller, kube-apiserver, and the simulated kubelets with the local cloud) and the controller's heap profile into DIR")
-	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
-	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
-	f.BoolVar(&o.KeepState, "keep-state", false, "keep the temporary state directory (logs) afterwards")
-	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up on a burst after this long")
-}
 
 // WriteText prints the figures as a table: ours, then the fault run and the baseline
 // when there are.
