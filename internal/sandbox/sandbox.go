@@ -76,12 +76,12 @@ type Options struct {
 
 // NodeOptions say which nodes to launch.
 type NodeOptions struct {
-	Count        int           `json:"count"`
-	InstanceType string        `json:"instanceType,omitempty"`
+	Count        int                  `json:"count"`
+	InstanceType string               `json:"instanceType,omitempty"`
 	AMIFamily    instance.AMIFamily   `json:"amiFamily,omitempty"`
 	Identity     instance.Identity    `json:"identity,omitempty"`
 	Kubelet      instance.KubeletKind `json:"kubelet,omitempty"`
-	Timeout      time.Duration `json:"timeout,omitempty"`
+	Timeout      time.Duration        `json:"timeout,omitempty"`
 	// KubeletFlags are extra kubelet flags, through a local NodeConfig.
 	KubeletFlags []string `json:"kubeletFlags,omitempty"`
 	// CredentialsOf is another node (name or instance ID) whose role credentials the

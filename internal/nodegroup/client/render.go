@@ -43,44 +43,44 @@ func (o *RenderOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Render writes the user data of the manifest's instances, or the self-managed node
 // group's CloudFormation template, to out; stdin is read for -f -.
-func (f *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
-	if f.file == "" {
+func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
+	if o.file == "" {
 		return fmt.Errorf("-f is required: the NodeGroup manifest to render (- for standard input)")
 	}
 	var style v1alpha1.UserDataStyle
-	switch userdata.Style(strings.ToLower(f.style)) {
+	switch userdata.Style(strings.ToLower(o.style)) {
 	case "":
 	case userdata.Managed:
 		style = v1alpha1.UserDataStyleManaged
 	case userdata.SelfManaged:
 		style = v1alpha1.UserDataStyleEksctl
 	default:
-		return fmt.Errorf("--style %q: want managed or eksctl", f.style)
+		return fmt.Errorf("--style %q: want managed or eksctl", o.style)
 	}
 	var data []byte
 	var err error
-	if f.file == "-" {
+	if o.file == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
-		data, err = os.ReadFile(f.file)
+		data, err = os.ReadFile(o.file)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the NodeGroup manifest: %w", err)
 	}
-	tmpl, err := parseNodeGroup(data, f.file, style)
+	tmpl, err := parseNodeGroup(data, o.file, style)
 	if err != nil {
 		return err
 	}
-	if f.family != "" {
-		if tmpl.Family, err = userdata.ParseFamily(f.family); err != nil {
+	if o.family != "" {
+		if tmpl.Family, err = userdata.ParseFamily(o.family); err != nil {
 			return fmt.Errorf("--family: %w", err)
 		}
 	}
-	cluster, err := renderCluster(f)
+	cluster, err := renderCluster(o)
 	if err != nil {
 		return err
 	}
-	if f.cloudFormation {
+	if o.cloudFormation {
 		doc, err := userdata.RenderCloudFormation(cluster, tmpl)
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (f *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 		return err
 	}
 	binary := len(ud) > 1 && ud[0] == 0x1f && ud[1] == 0x8b
-	if f.base64 || binary {
+	if o.base64 || binary {
 		_, err = fmt.Fprintln(out, base64.StdEncoding.EncodeToString(ud))
 		return err
 	}

@@ -39,6 +39,7 @@ func Start(ctx context.Context, name string, args []string, w io.Writer) error {
 	}
 	defer func() { _ = r.Close() }()
 
+	//nolint:noctx // the child outlives this process; ctx ends only the wait for it to be ready
 	child := exec.Command(exe, args...)
 	child.Stdout, child.Stderr = logf, logf
 	child.ExtraFiles = []*os.File{pw}
