@@ -1,11 +1,8 @@
 package nodejoin
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
 
 	"github.com/spf13/cobra"
@@ -16,8 +13,8 @@ import (
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
 	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
-	"github.com/nodejoin/nodejoin/internal/sandbox/background"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/runner"
 )
 
 type upOptions struct {
@@ -88,7 +85,7 @@ func upCommand() *cobra.Command {
 	return cmd
 }
 
-func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) (sandbox.Options, error) {
+func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
 		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/16: %w", o.nodeCIDR, err)
@@ -105,8 +102,6 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 		NodeGroupKubelet: o.nodeGroupKubelet,
 		InstanceLimit:    o.instanceLimit,
 		DHCPDomainName:   o.dhcpDomain,
-		Progress:         progress,
-		Log:              log,
 	}, nil
 }
 
@@ -116,7 +111,7 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	opts, err := o.sandboxOptions(nil, nil)
+	opts, err := o.sandboxOptions()
 	if err != nil {
 		return err
 	}
@@ -128,9 +123,9 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 	case o.detach:
 		return o.startDetached(cmd)
 	case o.readyFD != 0:
-		return background.RunChild(cmd.Context(), o.readyFD, opts)
+		return runner.Child(cmd.Context(), o.readyFD, opts)
 	}
-	return o.runForeground(cmd)
+	return o.runForeground(cmd, opts)
 }
 
 // printSummary prints the started cluster in the -o format.
@@ -141,48 +136,18 @@ func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool, 
 	return printer.Print(w, o.output, c, func(w io.Writer) { c.WriteSummary(w, detached) })
 }
 
-func (o *upOptions) runForeground(cmd *cobra.Command) error {
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	log := slog.New(slog.DiscardHandler)
-	if logf, err := background.OpenLog(o.name); err == nil {
-		defer func() { _ = logf.Close() }()
-		log = slog.New(slog.NewTextHandler(logf, nil))
-	}
-	opts, err := o.sandboxOptions(sandbox.ProgressTo(stderr), log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
-	ctx := cmd.Context()
-	sb, err := sandbox.Start(ctx, opts)
-	if err != nil {
-		return err
-	}
-	groups, err := o.createNodeGroups(ctx, sb.Info(), stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "Node groups of %s failed, stopping cluster %s: %v\n", o.nodeGroupFile, o.name, err)
-		stopCtx := context.WithoutCancel(ctx)
-		_, derr := sandbox.Delete(stopCtx, o.name)
-		return errors.Join(err, sb.Stop(stopCtx), derr)
-	}
-	if err := o.printSummary(stdout, sb.Info(), false, groups); err != nil {
-		return err
-	}
-	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
-	var runErr error
-	select {
-	case <-ctx.Done():
-		fmt.Fprintf(stderr, "Stopping cluster %s\n", o.name)
-	case <-sb.Failed():
-		runErr = sb.Err()
-		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
-	}
-	stopCtx := context.WithoutCancel(ctx)
-	if err := sb.Stop(stopCtx); err != nil {
-		return errors.Join(runErr, err)
-	}
-	_, err = sandbox.Delete(stopCtx, o.name)
-	return errors.Join(runErr, err)
+// runForeground runs the cluster until interrupted; once it is up, it creates the node
+// groups and prints the summary.
+func (o *upOptions) runForeground(cmd *cobra.Command, opts sandbox.Options) error {
+	stderr := cmd.ErrOrStderr()
+	return runner.Foreground(cmd.Context(), opts, stderr, func(c sandbox.Cluster) error {
+		groups, err := o.createNodeGroups(cmd.Context(), c, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "Node groups of %s failed, stopping cluster %s: %v\n", o.nodeGroupFile, o.name, err)
+			return err
+		}
+		return o.printSummary(cmd.OutOrStdout(), c, false, groups)
+	})
 }
 
 // startDetached starts `nodejoin up` again in the background with the flags given, and
@@ -197,7 +162,7 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("name") {
 		args = append(args, "--name="+o.name) // taken from --nodegroup-file
 	}
-	if err := background.Start(cmd.Context(), o.name, args, cmd.ErrOrStderr()); err != nil {
+	if err := runner.Start(cmd.Context(), o.name, args, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	c, err := sandbox.Get(o.name)

@@ -1,7 +1,8 @@
-// Package background runs a local cluster in a background process of its own, as
-// `nodejoin up --detach` does: Start runs the child and relays its progress until it
-// reports the cluster ready; RunChild, in the child, runs the cluster until stopped.
-package background
+// Package runner runs a local cluster for `nodejoin up`: in this process until it is
+// interrupted (Foreground), or in a background process of its own (--detach): Start
+// runs the child and relays its progress until it reports the cluster ready, and Child,
+// in the child, runs the cluster until stopped.
+package runner
 
 import (
 	"bufio"
@@ -22,7 +23,7 @@ import (
 // Start runs this executable again with args as a background process in a session of
 // its own, relays its progress to w, and returns once it reports the cluster name
 // ready. Cancelling ctx before then stops the background process too. args make the
-// child call RunChild with the descriptor 3.
+// child call Child with the descriptor 3.
 func Start(ctx context.Context, name string, args []string, w io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -98,10 +99,10 @@ const stopWait = 2 * time.Minute
 // readyMarker is the last line the background process sends before closing the pipe.
 const readyMarker = "nodejoin: cluster ready"
 
-// RunChild is the background process Start starts: it starts the cluster of opts,
+// Child is the background process Start starts: it starts the cluster of opts,
 // reports progress on the descriptor fd, closes it once ready, and keeps the cluster
 // running until ctx ends (SIGTERM, sent by `nodejoin down`).
-func RunChild(ctx context.Context, fd int, opts sandbox.Options) error {
+func Child(ctx context.Context, fd int, opts sandbox.Options) error {
 	// The daemons this process starts must not inherit the pipe, or the waiting parent
 	// would never see it close.
 	syscall.CloseOnExec(fd)
@@ -148,4 +149,39 @@ func OpenLog(name string) (*os.File, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// Foreground starts the cluster of opts, reporting progress on w, and calls ready with
+// it; it then runs the cluster until ctx ends or the cluster fails, and stops and
+// removes it. When ready fails, the cluster is stopped and removed at once.
+func Foreground(ctx context.Context, opts sandbox.Options, w io.Writer, ready func(sandbox.Cluster) error) error {
+	opts.Log, opts.Progress = slog.New(slog.DiscardHandler), sandbox.ProgressTo(w)
+	if logf, err := OpenLog(opts.Name); err == nil {
+		defer func() { _ = logf.Close() }()
+		opts.Log = slog.New(slog.NewTextHandler(logf, nil))
+	}
+	fmt.Fprintf(w, "Starting cluster %s\n", opts.Name)
+	sb, err := sandbox.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	stopCtx := context.WithoutCancel(ctx)
+	if err := ready(sb.Info()); err != nil {
+		_, derr := sandbox.Delete(stopCtx, opts.Name)
+		return errors.Join(err, sb.Stop(stopCtx), derr)
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop the cluster and remove it.")
+	var runErr error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintf(w, "Stopping cluster %s\n", opts.Name)
+	case <-sb.Failed():
+		runErr = sb.Err()
+		fmt.Fprintf(w, "Cluster %s failed, stopping it: %v\n", opts.Name, runErr)
+	}
+	if err := sb.Stop(stopCtx); err != nil {
+		return errors.Join(runErr, err)
+	}
+	_, err = sandbox.Delete(stopCtx, opts.Name)
+	return errors.Join(runErr, err)
 }
