@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,9 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodejoin/nodejoin/internal/printer/printertest"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
+var update = printertest.Update
 
 func TestPercentiles(t *testing.T) {
 	msList := func(v ...int) []time.Duration {

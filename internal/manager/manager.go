@@ -3,8 +3,8 @@
 // maps roles with), the health probes and the metrics; on the elected leader only, the
 // CSR approver and signer, the node initializer, the NodeGroup controller, the
 // bootstrap-token cleanup and the add-ons the cluster gets at creation (addons.go).
-// nodejoin-controller runs it as a process; `nodejoin up` runs it inside its own
-// process.
+// nodejoin-controller runs it as a process, configured by Options from its flags;
+// `nodejoin up` runs it inside its own process.
 package manager
 
 import (

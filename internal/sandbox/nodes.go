@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
@@ -29,11 +28,11 @@ func (s *Sandbox) AddNodes(ctx context.Context, o NodeOptions, onProgress Progre
 	if err != nil {
 		return nil, err
 	}
-	if o.Identity != string(l.Identity()) {
-		return nil, &OptionError{"identity", o.Identity, fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", l.Identity())}
+	if o.Identity != l.Identity() {
+		return nil, &OptionError{"identity", string(o.Identity), fmt.Sprintf("this cluster's nodes use %s (set by `nodejoin up --identity`)", l.Identity())}
 	}
-	if o.Kubelet != "" && o.Kubelet != string(l.Kubelet()) {
-		return nil, &OptionError{"kubelet", o.Kubelet, fmt.Sprintf("this cluster runs %s kubelets", l.Kubelet())}
+	if o.Kubelet != "" && o.Kubelet != l.Kubelet() {
+		return nil, &OptionError{"kubelet", string(o.Kubelet), fmt.Sprintf("this cluster runs %s kubelets", l.Kubelet())}
 	}
 	nodes, err := l.Run(ctx, o.request(), rep)
 	if err != nil {
@@ -69,7 +68,7 @@ func (s *Sandbox) ensureLauncher(ctx context.Context, rep *progress.Reporter) (*
 	}
 	l, err := launcher.New(ctx, launcher.Config{
 		Cluster: s.cluster, Controller: s.controller, BinDir: s.opts.BinDir,
-		Kubelet: o.Kubelet, Identity: instance.Identity(o.Identity),
+		Kubelet: o.Kubelet, Identity: o.Identity,
 		ImageArchives: func(binDir string) ([]string, error) { return imageArchives(binDir, s.cluster.StateDir()) },
 		Log:           s.log,
 	}, rep)

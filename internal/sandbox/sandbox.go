@@ -53,7 +53,7 @@ type Options struct {
 	Nodes NodeOptions
 	// NodeGroupKubelet is what plays the kubelets of instances the local cloud's Auto
 	// Scaling groups launch: "sim" (the default) or "real".
-	NodeGroupKubelet string
+	NodeGroupKubelet instance.KubeletKind
 	// InstanceLimit caps the local account's running instances for Auto Scaling's
 	// launches (0: no cap), to see launch failures and the InstanceLimitExceeded
 	// health issue.
@@ -76,12 +76,12 @@ type Options struct {
 
 // NodeOptions say which nodes to launch.
 type NodeOptions struct {
-	Count        int           `json:"count"`
-	InstanceType string        `json:"instanceType,omitempty"`
-	AMIFamily    string        `json:"amiFamily,omitempty"`
-	Identity     string        `json:"identity,omitempty"`
-	Kubelet      string        `json:"kubelet,omitempty"`
-	Timeout      time.Duration `json:"timeout,omitempty"`
+	Count        int                  `json:"count"`
+	InstanceType string               `json:"instanceType,omitempty"`
+	AMIFamily    instance.AMIFamily   `json:"amiFamily,omitempty"`
+	Identity     instance.Identity    `json:"identity,omitempty"`
+	Kubelet      instance.KubeletKind `json:"kubelet,omitempty"`
+	Timeout      time.Duration        `json:"timeout,omitempty"`
 	// KubeletFlags are extra kubelet flags, through a local NodeConfig.
 	KubeletFlags []string `json:"kubeletFlags,omitempty"`
 	// CredentialsOf is another node (name or instance ID) whose role credentials the
@@ -105,8 +105,8 @@ func (e *OptionError) Error() string { return fmt.Sprintf("%s %q: %s", e.Option,
 // Default node options.
 const (
 	DefaultInstanceType = "m5.large"
-	DefaultAMIFamily    = string(instance.AmazonLinux2023)
-	DefaultIdentity     = string(instance.IdentityAWSIAM)
+	DefaultAMIFamily    = instance.AmazonLinux2023
+	DefaultIdentity     = instance.IdentityAWSIAM
 )
 
 // withDefaults fills what o leaves out from d.
@@ -126,20 +126,22 @@ func (o NodeOptions) withDefaults(d NodeOptions) NodeOptions {
 	return o
 }
 
-// Validate checks o and sets its defaults.
+// Validate checks o and sets its defaults; AMIFamily becomes the family's canonical name.
 func (o *NodeOptions) Validate() error {
 	*o = o.withDefaults(NodeOptions{InstanceType: DefaultInstanceType, AMIFamily: DefaultAMIFamily, Identity: DefaultIdentity})
 	if o.Count < 0 {
 		return &OptionError{"nodes", fmt.Sprint(o.Count), "want 0 or more"}
 	}
-	if _, err := instance.ParseAMIFamily(o.AMIFamily); err != nil {
-		return &OptionError{"ami-family", o.AMIFamily, "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket"}
+	family, err := instance.ParseAMIFamily(string(o.AMIFamily))
+	if err != nil {
+		return &OptionError{"ami-family", string(o.AMIFamily), "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket"}
 	}
-	if o.Identity != string(instance.IdentityAWSIAM) && o.Identity != string(instance.IdentityBootstrapToken) {
-		return &OptionError{"identity", o.Identity, "want aws-iam or bootstrap-token"}
+	o.AMIFamily = family
+	if o.Identity != instance.IdentityAWSIAM && o.Identity != instance.IdentityBootstrapToken {
+		return &OptionError{"identity", string(o.Identity), "want aws-iam or bootstrap-token"}
 	}
-	if o.Kubelet != "" && o.Kubelet != "real" && o.Kubelet != "sim" {
-		return &OptionError{"kubelet", o.Kubelet, "want real or sim"}
+	if o.Kubelet != "" && o.Kubelet != instance.KubeletReal && o.Kubelet != instance.KubeletSim {
+		return &OptionError{"kubelet", string(o.Kubelet), "want real or sim"}
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5*time.Minute + time.Duration(o.Count)*2*time.Second
@@ -184,8 +186,8 @@ func (o *Options) complete() error {
 	if o.InstanceLimit < 0 {
 		return &OptionError{"instance-limit", fmt.Sprint(o.InstanceLimit), "want 0 (no limit) or more"}
 	}
-	if k := o.NodeGroupKubelet; k != "" && k != "sim" && k != "real" {
-		return &OptionError{"nodegroup-kubelet", k, "want real or sim"}
+	if k := o.NodeGroupKubelet; k != "" && k != instance.KubeletSim && k != instance.KubeletReal {
+		return &OptionError{"nodegroup-kubelet", string(k), "want real or sim"}
 	}
 	if d := o.DHCPDomainName; d != "" && localaws.ValidateDHCPDomainName(d) != nil {
 		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}

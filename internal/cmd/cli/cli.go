@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nodejoin/nodejoin/internal/logging"
 	"github.com/nodejoin/nodejoin/internal/version"
@@ -51,6 +53,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 		}
 		return nil
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -71,4 +74,14 @@ func versionCommand(rootName string) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// flagError says which flag has an invalid value as options' own checks do:
+// --output "xml": want text, json or yaml.
+func flagError(_ *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) {
+		return fmt.Errorf("--%s %q: %w", ive.GetFlag().Name, ive.GetValue(), errors.Unwrap(ive))
+	}
+	return err
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/netagent"
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamrpc"
 )
 
@@ -79,7 +80,7 @@ func TestKilledAndRestarted(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bin, PluginName), []byte("plugin"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, netagent.PluginName), []byte("plugin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var lc net.ListenConfig

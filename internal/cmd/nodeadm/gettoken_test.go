@@ -45,7 +45,7 @@ func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var cred execCredential
+	var cred bootstrap.ExecCredential
 	if err := json.Unmarshal([]byte(out), &cred); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

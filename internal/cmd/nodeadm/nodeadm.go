@@ -1,7 +1,6 @@
-// Package nodeadm is the node agent's command line: it runs on every node at boot.
-//
-// It is over 600 lines because it holds every nodeadm command (init, config check and
-// dump, userdata explain, get-token), one file each; the work itself is in internal/nodeadm/bootstrap.
+// Package nodeadm is the command line of the node agent that runs on every node at boot:
+// its commands and their help. The work, and the options' flags, are
+// internal/nodeadm/bootstrap's.
 package nodeadm
 
 import (
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodejoin/nodejoin/internal/cmd/cli"
-	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 )
 
 // Run runs nodeadm with args.
@@ -39,14 +37,4 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ud.AddCommand(explainCommand())
 	root.AddCommand(initCommand(), getTokenCommand(), config, ud)
 	return cli.Execute(ctx, root, args, stdout, stderr)
-}
-
-// sourceOptions are the flags that say where the configuration comes from.
-type sourceOptions struct {
-	sources []string
-}
-
-func (o *sourceOptions) bind(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVarP(&o.sources, "config-source", "c", []string{bootstrap.DefaultSource},
-		"where to read configuration, in order, later sources winning: imds://user-data, or file://PATH (a file, or a directory of .yaml/.yml/.json files)")
 }

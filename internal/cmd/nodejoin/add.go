@@ -1,8 +1,11 @@
 package nodejoin
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -12,23 +15,16 @@ func addCommand() *cobra.Command {
 		Short:   "Add something to a running cluster",
 		Example: "  nodejoin add node --name demo --count 2",
 	}
-	cmd.AddCommand(addNodeCommand("node"))
+	cmd.AddCommand(addNodeCommand())
 	return cmd
 }
 
-// deprecatedNodeCommand is the old spelling, `nodejoin node add`.
-func deprecatedNodeCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "Add nodes to a running cluster (deprecated: use `nodejoin add node`)", Hidden: true,
-		Example: "  nodejoin add node --name demo"}
-	cmd.AddCommand(deprecated(addNodeCommand("add"), "add node"))
-	return cmd
-}
-
-func addNodeCommand(use string) *cobra.Command {
-	var name, output string
+func addNodeCommand() *cobra.Command {
+	var name string
+	var output printer.Format
 	o := sandbox.NodeOptions{}
 	cmd := &cobra.Command{
-		Use:   use,
+		Use:   "node",
 		Short: "Launch more local instances into a running cluster and wait until they are Ready",
 		Long: "add node asks the process that runs the cluster (`nodejoin up`) to launch instances, shows\n" +
 			"their join step by step, and fails naming the node and the step when one does not join.\n\n" +
@@ -46,30 +42,23 @@ func addNodeCommand(use string) *cobra.Command {
 			"  nodejoin diagnose node --name demo ip-198-18-0-12.local.internal",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, progressTo(cmd.ErrOrStderr()))
+			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, sandbox.ProgressTo(cmd.ErrOrStderr()))
 			if err != nil {
-				return flagError(err)
+				return sandbox.FlagError(err)
 			}
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, nodes)
-			}
-			printNodeTable(cmd.OutOrStdout(), nodes)
-			return nil
+			return printer.Print(cmd.OutOrStdout(), output, nodes, func(w io.Writer) { sandbox.WriteNodeTable(w, nodes) })
 		},
 	}
 	nameFlag(cmd, &name)
 	f := cmd.Flags()
 	f.IntVar(&o.Count, "count", 1, "how many instances to launch")
 	f.StringVar(&o.InstanceType, "instance-type", "", "EC2 instance type (default: up's)")
-	f.StringVar(&o.AMIFamily, "ami-family", "", "user-data format (default: up's)")
-	f.StringVar(&o.Kubelet, "kubelet", "", "real or sim (default: the cluster's)")
+	f.StringVar((*string)(&o.AMIFamily), "ami-family", "", "user-data format (default: up's)")
+	f.StringVar((*string)(&o.Kubelet), "kubelet", "", "real or sim (default: the cluster's)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "how long the nodes may take to become Ready (default 5m)")
 	f.StringArrayVar(&o.KubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
 	f.StringVar(&o.CredentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
 	f.StringVar(&o.ClaimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
-	outputFlag(cmd, &output)
+	printer.AddFlag(f, &output)
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -15,7 +16,8 @@ func diagnoseCommand() *cobra.Command {
 		Example: "  nodejoin diagnose node --name demo ip-198-18-0-11.local.internal\n" +
 			"  nodejoin diagnose cluster --name demo",
 	}
-	var name, output string
+	var name string
+	var output printer.Format
 	node := &cobra.Command{
 		Use:   "node NODE|INSTANCE",
 		Short: "Report each step of one instance's join, and for a failed step the reason and evidence",
@@ -29,32 +31,25 @@ func diagnoseCommand() *cobra.Command {
 			"  nodejoin diagnose node --name demo i-0123456789abcdef0 -o json",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			rep, err := sandbox.Diagnose(cmd.Context(), name, args[0])
 			if err != nil {
 				return err
 			}
-			if output != outputText {
-				err = printStructured(cmd.OutOrStdout(), output, rep)
-			} else {
-				printReport(cmd.OutOrStdout(), rep)
+			if err := printer.Print(cmd.OutOrStdout(), output, rep, rep.WriteText); err != nil || !rep.Failed() {
+				return err
 			}
-			if err == nil && rep.Failed() {
-				return errDiagnosedFailure
-			}
-			return err
+			return errDiagnosedFailure
 		},
 	}
 	nameFlag(node, &name)
-	outputFlag(node, &output)
+	printer.AddFlag(node.Flags(), &output)
 	cmd.AddCommand(node, diagnoseClusterCommand())
 	return cmd
 }
 
 func diagnoseClusterCommand() *cobra.Command {
-	var name, output string
+	var name string
+	var output printer.Format
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Report the health of each control-plane daemon of a local cluster",
@@ -67,26 +62,18 @@ func diagnoseClusterCommand() *cobra.Command {
 			"  nodejoin diagnose cluster --name demo -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			rep, err := sandbox.DiagnoseCluster(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
-			if output != outputText {
-				err = printStructured(cmd.OutOrStdout(), output, rep)
-			} else {
-				printClusterReport(cmd.OutOrStdout(), rep)
+			if err := printer.Print(cmd.OutOrStdout(), output, rep, rep.WriteText); err != nil || !rep.Failed() {
+				return err
 			}
-			if err == nil && rep.Failed() {
-				return errUnhealthyControlPlane
-			}
-			return err
+			return errUnhealthyControlPlane
 		},
 	}
 	nameFlag(cmd, &name)
-	outputFlag(cmd, &output)
+	printer.AddFlag(cmd.Flags(), &output)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package nodejoin
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -12,7 +13,8 @@ func exportCommand() *cobra.Command {
 		Short:   "Copy what a cluster holds out of it",
 		Example: "  nodejoin export logs --name demo ./demo-logs",
 	}
-	var name, output string
+	var name string
+	var output printer.Format
 	logs := &cobra.Command{
 		Use:   "logs DIR",
 		Short: "Copy every log of a cluster into DIR: control plane, controller, and each node's",
@@ -25,22 +27,15 @@ func exportCommand() *cobra.Command {
 			"  tar czf demo-logs.tgz -C ./demo-logs .",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			ex, err := sandbox.ExportLogs(name, args[0])
 			if err != nil {
 				return err
 			}
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, ex)
-			}
-			printExported(cmd.OutOrStdout(), ex)
-			return nil
+			return printer.Print(cmd.OutOrStdout(), output, ex, ex.WriteText)
 		},
 	}
 	nameFlag(logs, &name)
-	outputFlag(logs, &output)
+	printer.AddFlag(logs.Flags(), &output)
 	cmd.AddCommand(logs)
 	return cmd
 }

@@ -1,8 +1,11 @@
 package nodejoin
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -18,7 +21,7 @@ func getCommand() *cobra.Command {
 }
 
 func getClustersCommand() *cobra.Command {
-	var output string
+	var output printer.Format
 	cmd := &cobra.Command{
 		Use:     "clusters",
 		Aliases: []string{"cluster"},
@@ -27,26 +30,20 @@ func getClustersCommand() *cobra.Command {
 			"  nodejoin get clusters -o yaml",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			cs, err := sandbox.List()
 			if err != nil {
 				return err
 			}
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, cs)
-			}
-			printClusters(cmd.OutOrStdout(), cs)
-			return nil
+			return printer.Print(cmd.OutOrStdout(), output, cs, func(w io.Writer) { sandbox.WriteClusters(w, cs) })
 		},
 	}
-	outputFlag(cmd, &output)
+	printer.AddFlag(cmd.Flags(), &output)
 	return cmd
 }
 
 func getNodesCommand() *cobra.Command {
-	var name, output string
+	var name string
+	var output printer.Format
 	cmd := &cobra.Command{
 		Use:     "nodes",
 		Aliases: []string{"node"},
@@ -58,21 +55,14 @@ func getNodesCommand() *cobra.Command {
 			"  nodejoin get nodes --name demo -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			ns, err := sandbox.Nodes(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, ns)
-			}
-			printNodes(cmd.OutOrStdout(), name, ns)
-			return nil
+			return printer.Print(cmd.OutOrStdout(), output, ns, func(w io.Writer) { sandbox.WriteNodeStatuses(w, name, ns) })
 		},
 	}
 	nameFlag(cmd, &name)
-	outputFlag(cmd, &output)
+	printer.AddFlag(cmd.Flags(), &output)
 	return cmd
 }

@@ -20,26 +20,18 @@ func serveCommand() *cobra.Command {
 		Short:   "Serve an emulated cloud endpoint",
 		Example: "  nodejoin serve imds --user-data ./userdata.yaml",
 	}
-	cmd.AddCommand(serveIMDSCommand("imds"))
+	cmd.AddCommand(serveIMDSCommand())
 	return cmd
 }
 
-// deprecatedIMDSCommand is the old spelling, `nodejoin imds serve`.
-func deprecatedIMDSCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "imds", Short: "Instance metadata (IMDSv2) emulator (deprecated: use `nodejoin serve imds`)", Hidden: true,
-		Example: "  nodejoin serve imds"}
-	cmd.AddCommand(deprecated(serveIMDSCommand("serve"), "serve imds"))
-	return cmd
-}
-
-func serveIMDSCommand(use string) *cobra.Command {
+func serveIMDSCommand() *cobra.Command {
 	var (
 		listen, userDataFile string
 		inst                 localaws.Instance
 		vpcCIDRs             []string
 	)
 	cmd := &cobra.Command{
-		Use:   use,
+		Use:   "imds",
 		Short: "Serve one instance's metadata and user data over IMDSv2 until interrupted",
 		Long: "serve answers IMDSv2 requests (token PUT, then GETs with the token header) for one\n" +
 			"instance, so that nodeadm can run against it: point nodeadm at it with\n" +

@@ -1,72 +1,98 @@
 package nodejoin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 )
 
-// ngTarget is the cluster a nodegroup command works on.
-type ngTarget struct {
+// ngFlags are the flags every nodegroup command shares.
+type ngFlags struct {
 	name    string
-	cluster sandbox.Cluster
-	client  *client.Client
+	output  printer.Format
+	wait    bool
+	timeout time.Duration
 }
 
-func connect(name string) (*ngTarget, error) {
+// ngCommand completes `nodejoin VERB nodegroup`: --name, -o when output, --wait and
+// --timeout (default wait) when waitHelp is given, and a RunE that connects to the
+// cluster --name and calls run.
+func ngCommand(sub *cobra.Command, o *ngFlags, waitHelp string, wait time.Duration, output bool,
+	run func(cmd *cobra.Command, c *client.Client, args []string) error,
+) *cobra.Command {
+	nameFlag(sub, &o.name)
+	if waitHelp != "" {
+		sub.Flags().BoolVar(&o.wait, "wait", true, waitHelp)
+		sub.Flags().DurationVar(&o.timeout, "timeout", wait, "how long to wait")
+	}
+	if output {
+		printer.AddFlag(sub.Flags(), &o.output)
+	}
+	if run != nil {
+		sub.RunE = func(cmd *cobra.Command, args []string) error {
+			c, err := connect(o.name)
+			if err != nil {
+				return err
+			}
+			return run(cmd, c, args)
+		}
+	}
+	if sub.Aliases == nil {
+		sub.Aliases = []string{"ng"}
+	}
+	return sub
+}
+
+// verbCommand is the parent of a nodegroup command: `nodejoin VERB`.
+func verbCommand(verb, short, example string, sub *cobra.Command) *cobra.Command {
+	parent := &cobra.Command{Use: verb, Short: short, Example: example}
+	parent.AddCommand(sub)
+	return parent
+}
+
+func connect(name string) (*client.Client, error) {
 	c, err := sandbox.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New(c.Kubeconfig, name)
-	if err != nil {
-		return nil, err
-	}
-	return &ngTarget{name: name, cluster: c, client: cl}, nil
+	return client.New(c.Kubeconfig, name)
 }
 
 // account says where the cluster's groups live, for describe.
-func (t *ngTarget) account() client.Account {
-	a := client.Account{Cluster: t.name, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
-		NodeRole: sandbox.NodeRoleName(t.name)}
-	if cfg, err := clientcmd.BuildConfigFromFlags("", t.cluster.Kubeconfig); err == nil {
-		if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
-			if v, err := dc.ServerVersion(); err == nil {
-				a.Version = v.Major + "." + v.Minor
-			}
-		}
+func account(c *client.Client) func() client.Account {
+	return func() client.Account {
+		return client.Account{Cluster: c.Cluster, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
+			NodeRole: sandbox.NodeRoleName(c.Cluster), Version: c.ServerVersion()}
 	}
-	return a
 }
 
-// readInput reads -f: a path, or - for standard input.
-func readInput(cmd *cobra.Command, path string) ([]byte, string, error) {
-	if path == "" {
-		return nil, "", errors.New("-f: give the file holding the node groups (an eksctl ClusterConfig or NodeGroup manifests), or - for standard input")
-	}
-	if path == "-" {
+// load reads -f (a path, or - for standard input) and the node groups in it.
+func load(cmd *cobra.Command, path string) (*client.Loaded, error) {
+	switch path {
+	case "":
+		return nil, errors.New("-f: give the file holding the node groups (an eksctl ClusterConfig or NodeGroup manifests), or - for standard input")
+	case "-":
 		data, err := io.ReadAll(cmd.InOrStdin())
-		return data, "standard input", err
+		if err != nil {
+			return nil, err
+		}
+		return client.Load(data, "standard input")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("-f %s: %w", path, err)
+		return nil, fmt.Errorf("-f %s: %w", path, err)
 	}
-	return data, path, nil
+	return client.Load(data, path)
 }
 
 // clusterName is --name, or the eksctl file's metadata.name when --name is not given.
@@ -77,25 +103,11 @@ func clusterName(cmd *cobra.Command, name string, l *client.Loaded) string {
 	return name
 }
 
+func since(start time.Time) time.Duration { return printer.Round(time.Since(start)) }
+
 func createCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "create",
-		Short:   "Create something in a running cluster: node groups",
-		Example: "  nodejoin create nodegroup -f cluster.yaml",
-	}
-	cmd.AddCommand(createNodeGroupCommand())
-	return cmd
-}
-
-type createOptions struct {
-	name, file, output string
-	dryRun, wait       bool
-	timeout            time.Duration
-}
-
-func createNodeGroupCommand() *cobra.Command {
-	o := &createOptions{}
-	cmd := &cobra.Command{
+	o, file, dryRun := &ngFlags{}, "", false
+	sub := &cobra.Command{
 		Use:     "nodegroup",
 		Aliases: []string{"nodegroups", "ng"},
 		Short:   "Create node groups from an eksctl ClusterConfig or NodeGroup manifests",
@@ -109,181 +121,81 @@ func createNodeGroupCommand() *cobra.Command {
 			"  nodejoin create nodegroup -f cluster.yaml --dry-run > nodegroups.yaml\n" +
 			"  nodejoin create nodegroup -f nodegroups.yaml --name demo",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
-	}
-	nameFlag(cmd, &o.name)
-	f := cmd.Flags()
-	f.StringVarP(&o.file, "file", "f", "", "eksctl ClusterConfig or NodeGroup manifests (- for standard input)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "print the NodeGroup objects (-o yaml, the default here, or json) and create nothing")
-	f.BoolVar(&o.wait, "wait", true, "wait until every group is ACTIVE with its nodes Ready")
-	f.DurationVar(&o.timeout, "timeout", 20*time.Minute, "how long to wait")
-	outputFlag(cmd, &o.output)
-	return cmd
-}
-
-func (o *createOptions) run(cmd *cobra.Command) error {
-	if err := checkOutput(o.output); err != nil {
-		return err
-	}
-	data, source, err := readInput(cmd, o.file)
-	if err != nil {
-		return err
-	}
-	l, err := client.Load(data, source)
-	if err != nil {
-		return err
-	}
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if o.dryRun {
-		printIgnored(errOut, l)
-		format := o.output
-		if format == outputText {
-			format = outputYAML
-		}
-		return printManifests(out, format, l.NodeGroups, false)
-	}
-	name := clusterName(cmd, o.name, l)
-	t, err := connect(name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Creating %s in cluster %s from %s (%s)\n", plural(len(l.NodeGroups), "node group"), name, l.Source, l.Format)
-	printIgnored(out, l)
-	return createGroups(cmd.Context(), t, l.NodeGroups, o.wait, o.timeout, o.output, out, errOut)
-}
-
-// createGroups creates groups, follows them until ACTIVE (when wait), and prints the
-// summary. up --nodegroup-file uses it too.
-func createGroups(ctx context.Context, t *ngTarget, groups []v1alpha1.NodeGroup, wait bool, timeout time.Duration, output string, out, errOut io.Writer) error {
-	start := time.Now()
-	created, err := t.client.Create(ctx, groups)
-	for _, n := range created {
-		for i := range groups {
-			if groups[i].Name == n {
-				fmt.Fprintln(errOut, " ✓ created "+groupLine(&groups[i]))
-			}
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if !wait {
-		fmt.Fprintf(out, "Created %s; follow them with: nodejoin get nodegroup --name %s\n", plural(len(created), "node group"), t.name)
-		return nil
-	}
-	final, err := waitAll(ctx, t, created, client.Created, 0, timeout, errOut)
-	if err != nil {
-		return err
-	}
-	return printGroupsSummary(out, output, t, final, fmt.Sprintf("Created %s in %s.", plural(len(final), "node group"), round(time.Since(start))))
-}
-
-// waitAll follows the groups until each reaches goal, printing their progress.
-func waitAll(ctx context.Context, t *ngTarget, names []string, goal client.Goal, gen int64, timeout time.Duration, w io.Writer) ([]v1alpha1.NodeGroup, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var mu sync.Mutex
-	final := make([]v1alpha1.NodeGroup, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, name := range names {
-		g.Go(func() error {
-			watch := &progressWatch{start: time.Now()}
-			last, err := t.client.Wait(gctx, name,
-				func(ng *v1alpha1.NodeGroup) (bool, error) { return client.Reached(goal, gen, ng) },
-				func(ng *v1alpha1.NodeGroup) {
-					mu.Lock()
-					defer mu.Unlock()
-					for _, line := range watch.lines(name, ng) {
-						fmt.Fprintln(w, line)
-					}
-				})
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := load(cmd, file)
 			if err != nil {
-				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-					return timeoutError(name, t.name, goal, timeout, watch.last)
-				}
 				return err
 			}
-			mu.Lock()
-			fmt.Fprintf(w, " ✓ %s: %s (%s)\n", name, reachedText(goal, last), round(time.Since(watch.start)))
-			mu.Unlock()
-			if last != nil {
-				final[i] = *last
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if dryRun {
+				l.WriteIgnored(errOut)
+				if o.output == printer.Text {
+					return client.WriteManifests(out, printer.YAML, l.NodeGroups, false)
+				}
+				return client.WriteManifests(out, o.output, l.NodeGroups, false)
 			}
-			return nil
-		})
+			name := clusterName(cmd, o.name, l)
+			c, err := connect(name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "Creating %s in cluster %s from %s (%s)\n", printer.Plural(len(l.NodeGroups), "node group"), name, l.Source, l.Format)
+			l.WriteIgnored(out)
+			start := time.Now()
+			created, final, err := c.CreateAndWait(cmd.Context(), l.NodeGroups, o.wait, o.timeout, errOut)
+			if err != nil {
+				return err
+			}
+			if !o.wait {
+				fmt.Fprintf(out, "Created %s; follow them with: nodejoin get nodegroup --name %s\n", printer.Plural(len(created), "node group"), name)
+				return nil
+			}
+			return client.WriteSummary(out, o.output, name, account(c), final, fmt.Sprintf("Created %s in %s.", printer.Plural(len(final), "node group"), since(start)))
+		},
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return final, nil
-}
-
-func timeoutError(name, cluster string, goal client.Goal, timeout time.Duration, last *v1alpha1.NodeGroup) error {
-	state := "never read"
-	if last != nil {
-		state = stateText(last) + "; " + client.IssuesText(last)
-	}
-	what := map[client.Goal]string{client.Created: "become ACTIVE", client.Scaled: "reach its size",
-		client.Upgraded: "finish its update", client.Deleted: "be deleted"}[goal]
-	return fmt.Errorf("node group %s did not %s within %s (last seen: %s); the controller keeps working on it: follow it with `nodejoin describe nodegroup %s --name %s`, see why a node does not join with `nodejoin diagnose node --name %s NODE`, or wait longer with --timeout",
-		name, what, timeout, state, name, cluster, cluster)
+	sub.Flags().StringVarP(&file, "file", "f", "", "eksctl ClusterConfig or NodeGroup manifests (- for standard input)")
+	sub.Flags().BoolVar(&dryRun, "dry-run", false, "print the NodeGroup objects (-o yaml, the default here, or json) and create nothing")
+	return verbCommand("create", "Create something in a running cluster: node groups", "  nodejoin create nodegroup -f cluster.yaml",
+		ngCommand(sub, o, "wait until every group is ACTIVE with its nodes Ready", 20*time.Minute, true, nil))
 }
 
 func getNodeGroupCommand() *cobra.Command {
-	var name, output string
-	cmd := &cobra.Command{
+	o := &ngFlags{}
+	sub := &cobra.Command{
 		Use:     "nodegroup [NAME]",
 		Aliases: []string{"nodegroups", "ng"},
 		Short:   "List a cluster's node groups (the table of `eksctl get nodegroup`)",
 		Example: "  nodejoin get nodegroup --name demo\n" +
 			"  nodejoin get nodegroup ng-1 --name demo -o yaml",
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			t, err := connect(name)
-			if err != nil {
-				return err
-			}
-			var groups []v1alpha1.NodeGroup
-			if len(args) == 1 {
-				ng, err := t.client.Get(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				groups = []v1alpha1.NodeGroup{*ng}
-			} else if groups, err = t.client.List(cmd.Context()); err != nil {
-				return err
-			}
-			if output != outputText {
-				return printManifests(cmd.OutOrStdout(), output, groups, true)
-			}
-			printNodeGroups(cmd.OutOrStdout(), name, groups)
-			return nil
-		},
 	}
-	nameFlag(cmd, &name)
-	outputFlag(cmd, &output)
-	return cmd
+	return ngCommand(sub, o, "", 0, true, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		var groups []v1alpha1.NodeGroup
+		var err error
+		if len(args) == 1 {
+			var ng *v1alpha1.NodeGroup
+			if ng, err = c.Get(cmd.Context(), args[0]); err == nil {
+				groups = []v1alpha1.NodeGroup{*ng}
+			}
+		} else {
+			groups, err = c.List(cmd.Context())
+		}
+		if err != nil {
+			return err
+		}
+		if o.output != printer.Text {
+			return client.WriteManifests(cmd.OutOrStdout(), o.output, groups, true)
+		}
+		client.WriteTable(cmd.OutOrStdout(), o.name, groups)
+		return nil
+	})
 }
 
 func describeCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "describe",
-		Short:   "Describe something in a running cluster: a node group",
-		Example: "  nodejoin describe nodegroup ng-1 -o json",
-	}
-	cmd.AddCommand(describeNodeGroupCommand())
-	return cmd
-}
-
-func describeNodeGroupCommand() *cobra.Command {
-	var name, output string
-	cmd := &cobra.Command{
-		Use:     "nodegroup NAME",
-		Aliases: []string{"ng"},
-		Short:   "Describe a node group; -o json prints the shape of `aws eks describe-nodegroup`",
+	o := &ngFlags{}
+	sub := &cobra.Command{
+		Use:   "nodegroup NAME",
+		Short: "Describe a node group; -o json prints the shape of `aws eks describe-nodegroup`",
 		Long: "describe nodegroup prints the group's sizes, template, launch template, Auto Scaling group,\n" +
 			"update in progress and health issues (with the EKS codes and the instances they name).\n" +
 			"With -o json or -o yaml the output is the object `aws eks describe-nodegroup` prints:\n" +
@@ -291,52 +203,24 @@ func describeNodeGroupCommand() *cobra.Command {
 		Example: "  nodejoin describe nodegroup ng-1 --name demo\n" +
 			"  nodejoin describe nodegroup ng-1 --name demo -o json | jq .nodegroup.health",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			t, err := connect(name)
-			if err != nil {
-				return err
-			}
-			ng, err := t.client.Get(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			d := client.Describe(ng, t.account())
-			if output != outputText {
-				return printStructured(cmd.OutOrStdout(), output, d)
-			}
-			printDescription(cmd.OutOrStdout(), ng, d)
-			return nil
-		},
 	}
-	nameFlag(cmd, &name)
-	outputFlag(cmd, &output)
-	return cmd
+	return verbCommand("describe", "Describe something in a running cluster: a node group", "  nodejoin describe nodegroup ng-1 -o json",
+		ngCommand(sub, o, "", 0, true, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			ng, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			d := client.Describe(ng, account(c)())
+			return printer.Print(cmd.OutOrStdout(), o.output, d, func(w io.Writer) { d.WriteText(w, ng) })
+		}))
 }
 
 func scaleCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "scale",
-		Short:   "Scale something in a running cluster: a node group",
-		Example: "  nodejoin scale nodegroup ng-1 --nodes 4",
-	}
-	cmd.AddCommand(scaleNodeGroupCommand())
-	return cmd
-}
-
-func scaleNodeGroupCommand() *cobra.Command {
-	var (
-		name, output              string
-		nodes, nodesMin, nodesMax int32
-		wait                      bool
-		timeout                   time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:     "nodegroup NAME",
-		Aliases: []string{"ng"},
-		Short:   "Change a node group's size and wait until it has that many Ready nodes",
+	o := &ngFlags{}
+	var nodes, nodesMin, nodesMax int32
+	sub := &cobra.Command{
+		Use:   "nodegroup NAME",
+		Short: "Change a node group's size and wait until it has that many Ready nodes",
 		Long: "scale nodegroup sets the group's desired size (--nodes) and, when given, its bounds\n" +
 			"(--nodes-min, --nodes-max). A size outside the bounds is refused, naming the flag to add.\n" +
 			"It then shows nodes joining or leaving until the group holds exactly --nodes Ready nodes\n" +
@@ -344,76 +228,64 @@ func scaleNodeGroupCommand() *cobra.Command {
 		Example: "  nodejoin scale nodegroup ng-1 --name demo --nodes 4\n" +
 			"  nodejoin scale nodegroup ng-1 --name demo --nodes 10 --nodes-max 10",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			var s client.Sizes
-			flags := cmd.Flags()
-			if flags.Changed("nodes") {
-				s.Desired = &nodes
-			}
-			if flags.Changed("nodes-min") {
-				s.Min = &nodesMin
-			}
-			if flags.Changed("nodes-max") {
-				s.Max = &nodesMax
-			}
-			if s.Desired == nil && s.Min == nil && s.Max == nil {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flags(); !f.Changed("nodes") && !f.Changed("nodes-min") && !f.Changed("nodes-max") {
 				return errors.New("give the new size with --nodes N (and --nodes-min, --nodes-max to change the bounds)")
 			}
-			t, err := connect(name)
-			if err != nil {
-				return err
-			}
-			start := time.Now()
-			res, err := t.client.Scale(cmd.Context(), args[0], s)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Scaling node group %s of cluster %s: %s\n", args[0], name, scalingChange(res.Before, res.After))
-			if !wait {
-				return nil
-			}
-			final, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Scaled, res.Generation, timeout, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			return printGroupsSummary(out, output, t, final, fmt.Sprintf("Node group %s scaled to %s in %s.", args[0], plural(int(client.DesiredSize(&final[0])), "Ready node"), round(time.Since(start))))
+			return nil
 		},
 	}
-	nameFlag(cmd, &name)
-	f := cmd.Flags()
+	f := sub.Flags()
 	f.Int32VarP(&nodes, "nodes", "N", 0, "desired number of nodes")
 	f.Int32VarP(&nodesMin, "nodes-min", "m", 0, "minimum number of nodes")
 	f.Int32VarP(&nodesMax, "nodes-max", "M", 0, "maximum number of nodes")
-	f.BoolVar(&wait, "wait", true, "wait until the group holds the desired number of Ready nodes")
-	f.DurationVar(&timeout, "timeout", 20*time.Minute, "how long to wait")
-	outputFlag(cmd, &output)
-	return cmd
+	return verbCommand("scale", "Scale something in a running cluster: a node group", "  nodejoin scale nodegroup ng-1 --nodes 4",
+		ngCommand(sub, o, "wait until the group holds the desired number of Ready nodes", 20*time.Minute, true, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			given := func(flag string, v *int32) *int32 {
+				if cmd.Flags().Changed(flag) {
+					return v
+				}
+				return nil
+			}
+			s := client.Sizes{Desired: given("nodes", &nodes), Min: given("nodes-min", &nodesMin), Max: given("nodes-max", &nodesMax)}
+			start := time.Now()
+			res, err := c.Scale(cmd.Context(), args[0], s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Scaling node group %s of cluster %s: %s\n", args[0], o.name, client.ScalingChange(res.Before, res.After))
+			return o.finish(cmd, c, args[0], client.Scaled, res.Generation, start, func(ng *v1alpha1.NodeGroup, took time.Duration) string {
+				return fmt.Sprintf("Node group %s scaled to %s in %s.", args[0], printer.Plural(int(client.DesiredSize(ng)), "Ready node"), took)
+			})
+		}))
+}
+
+// finish waits, unless --wait=false, until the group reaches goal and prints the
+// summary that sentence ends (no summary for a deleted group).
+func (o *ngFlags) finish(cmd *cobra.Command, c *client.Client, name string, goal client.Goal, gen int64, start time.Time,
+	sentence func(ng *v1alpha1.NodeGroup, took time.Duration) string,
+) error {
+	if !o.wait {
+		return nil
+	}
+	final, err := c.WaitAll(cmd.Context(), []string{name}, goal, gen, o.timeout, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if goal == client.Deleted {
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), sentence(nil, since(start)))
+		return err
+	}
+	return client.WriteSummary(cmd.OutOrStdout(), o.output, o.name, account(c), final, sentence(&final[0], since(start)))
 }
 
 func upgradeCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "upgrade",
-		Short:   "Upgrade something in a running cluster: a node group",
-		Example: "  nodejoin upgrade nodegroup ng-1 -f nodegroups.yaml",
-	}
-	cmd.AddCommand(upgradeNodeGroupCommand())
-	return cmd
-}
-
-func upgradeNodeGroupCommand() *cobra.Command {
-	var (
-		name, file, output string
-		force, wait        bool
-		timeout            time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:     "nodegroup NAME",
-		Aliases: []string{"ng"},
-		Short:   "Roll a node group onto a new template: new nodes first, old ones drained honouring PodDisruptionBudgets",
+	o := &ngFlags{}
+	var file string
+	var force bool
+	sub := &cobra.Command{
+		Use:   "nodegroup NAME",
+		Short: "Roll a node group onto a new template: new nodes first, old ones drained honouring PodDisruptionBudgets",
 		Long: "upgrade nodegroup takes the group's new template from -f (the group of that name in an eksctl\n" +
 			"ClusterConfig or a NodeGroup manifest; its sizes are left alone) and lets the controller roll\n" +
 			"the group as EKS rolls a managed node group: a new launch template version, new nodes first\n" +
@@ -426,117 +298,69 @@ func upgradeNodeGroupCommand() *cobra.Command {
 		Example: "  nodejoin upgrade nodegroup ng-1 --name demo -f nodegroups.yaml\n" +
 			"  nodejoin upgrade nodegroup ng-1 --name demo --force",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			var template *v1alpha1.NodeTemplate
-			if file != "" {
-				data, source, err := readInput(cmd, file)
-				if err != nil {
-					return err
-				}
-				l, err := client.Load(data, source)
-				if err != nil {
-					return err
-				}
-				ng, err := l.Group(args[0])
-				if err != nil {
-					return err
-				}
-				printIgnored(cmd.OutOrStdout(), l)
-				template = &ng.Spec.Template
-			}
-			t, err := connect(name)
-			if err != nil {
-				return err
-			}
-			start := time.Now()
-			res, err := t.client.Upgrade(cmd.Context(), args[0], template, force)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if !res.TemplateChanged && res.Outdated == 0 {
-				fmt.Fprintf(out, "Node group %s is up to date (launch template version %s); give its new template with -f.\n", args[0], dash(res.FromVersion))
-				return nil
-			}
-			if res.TemplateChanged {
-				fmt.Fprintf(out, "Upgrading node group %s of cluster %s from launch template version %s\n", args[0], name, dash(res.FromVersion))
-			} else {
-				fmt.Fprintf(out, "Resuming the update of node group %s of cluster %s: %s not on launch template version %s (force: %v)\n", args[0], name, plural(res.Outdated, "instance"), dash(res.FromVersion), force)
-			}
-			if !wait {
-				return nil
-			}
-			final, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Upgraded, res.Generation, timeout, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			version := "-"
-			if lt := final[0].Status.LaunchTemplate; lt != nil {
-				version = lt.Version
-			}
-			return printGroupsSummary(out, output, t, final, fmt.Sprintf("Node group %s upgraded to launch template version %s in %s: %s on it.",
-				args[0], version, round(time.Since(start)), plural(int(final[0].Status.UpdatedSize), "node")))
-		},
 	}
-	nameFlag(cmd, &name)
-	f := cmd.Flags()
-	f.StringVarP(&file, "file", "f", "", "eksctl ClusterConfig or NodeGroup manifests holding the group's new template")
-	f.BoolVar(&force, "force", false, "delete the pods a PodDisruptionBudget keeps on a node once the drain timeout passes, instead of failing with PodEvictionFailure")
-	f.BoolVar(&wait, "wait", true, "wait until every node runs the new launch template version")
-	f.DurationVar(&timeout, "timeout", time.Hour, "how long to wait")
-	outputFlag(cmd, &output)
-	return cmd
+	sub.Flags().StringVarP(&file, "file", "f", "", "eksctl ClusterConfig or NodeGroup manifests holding the group's new template")
+	sub.Flags().BoolVar(&force, "force", false, "delete the pods a PodDisruptionBudget keeps on a node once the drain timeout passes, instead of failing with PodEvictionFailure")
+	var template *v1alpha1.NodeTemplate
+	sub.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if file == "" {
+			return nil
+		}
+		l, err := load(cmd, file)
+		if err != nil {
+			return err
+		}
+		ng, err := l.Group(args[0])
+		if err != nil {
+			return err
+		}
+		l.WriteIgnored(cmd.OutOrStdout())
+		template = &ng.Spec.Template
+		return nil
+	}
+	return verbCommand("upgrade", "Upgrade something in a running cluster: a node group", "  nodejoin upgrade nodegroup ng-1 -f nodegroups.yaml",
+		ngCommand(sub, o, "wait until every node runs the new launch template version", time.Hour, true, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			start, out, name := time.Now(), cmd.OutOrStdout(), args[0]
+			res, err := c.Upgrade(cmd.Context(), name, template, force)
+			if err != nil {
+				return err
+			}
+			switch {
+			case !res.TemplateChanged && res.Outdated == 0:
+				fmt.Fprintf(out, "Node group %s is up to date (launch template version %s); give its new template with -f.\n", name, printer.Dash(res.FromVersion))
+				return nil
+			case res.TemplateChanged:
+				fmt.Fprintf(out, "Upgrading node group %s of cluster %s from launch template version %s\n", name, o.name, printer.Dash(res.FromVersion))
+			default:
+				fmt.Fprintf(out, "Resuming the update of node group %s of cluster %s: %s not on launch template version %s (force: %v)\n", name, o.name, printer.Plural(res.Outdated, "instance"), printer.Dash(res.FromVersion), force)
+			}
+			return o.finish(cmd, c, name, client.Upgraded, res.Generation, start, func(ng *v1alpha1.NodeGroup, took time.Duration) string {
+				version := "-"
+				if lt := ng.Status.LaunchTemplate; lt != nil {
+					version = lt.Version
+				}
+				return fmt.Sprintf("Node group %s upgraded to launch template version %s in %s: %s on it.", name, version, took, printer.Plural(int(ng.Status.UpdatedSize), "node"))
+			})
+		}))
 }
 
 func deleteCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "delete",
-		Short:   "Delete something from a running cluster: a node group",
-		Example: "  nodejoin delete nodegroup ng-1",
-	}
-	cmd.AddCommand(deleteNodeGroupCommand())
-	return cmd
-}
-
-func deleteNodeGroupCommand() *cobra.Command {
-	var (
-		name    string
-		wait    bool
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
+	o := &ngFlags{}
+	sub := &cobra.Command{
 		Use:     "nodegroup NAME",
-		Aliases: []string{"ng"},
 		Short:   "Delete a node group: its nodes are drained, then its instances terminated",
 		Example: "  nodejoin delete nodegroup ng-1 --name demo",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := connect(name)
-			if err != nil {
-				return err
-			}
-			start := time.Now()
-			if err := t.client.Delete(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Deleting node group %s of cluster %s\n", args[0], name)
-			if !wait {
-				return nil
-			}
-			if _, err := waitAll(cmd.Context(), t, []string{args[0]}, client.Deleted, 0, timeout, cmd.ErrOrStderr()); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(out, "Node group %s deleted in %s.\n", args[0], round(time.Since(start)))
-			return err
-		},
 	}
-	nameFlag(cmd, &name)
-	f := cmd.Flags()
-	f.BoolVar(&wait, "wait", true, "wait until the group's nodes are gone and the object deleted")
-	f.DurationVar(&timeout, "timeout", 20*time.Minute, "how long to wait")
-	return cmd
+	return verbCommand("delete", "Delete something from a running cluster: a node group", "  nodejoin delete nodegroup ng-1",
+		ngCommand(sub, o, "wait until the group's nodes are gone and the object deleted", 20*time.Minute, false, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			start := time.Now()
+			if err := c.Delete(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Deleting node group %s of cluster %s\n", args[0], o.name)
+			return o.finish(cmd, c, args[0], client.Deleted, 0, start, func(_ *v1alpha1.NodeGroup, took time.Duration) string {
+				return fmt.Sprintf("Node group %s deleted in %s.", args[0], took)
+			})
+		}))
 }

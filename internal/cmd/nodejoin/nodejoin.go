@@ -1,9 +1,6 @@
-// Package nodejoin is the operator CLI: it starts and stops local clusters whose nodes
-// really join. It parses flags and prints; the sandbox library (internal/sandbox) does
-// the work.
-//
-// It is over 600 lines because it holds every nodejoin command and their text, table,
-// JSON and YAML renderings (render.go); it holds no logic of its own.
+// Package nodejoin is the operator CLI `nodejoin`: its commands, their flags and help.
+// The work is done by internal/sandbox (local clusters), internal/nodegroup/client (node
+// groups) and internal/bench; each result is rendered by its own type's methods.
 package nodejoin
 
 import (
@@ -33,28 +30,16 @@ func rootCommand() *cobra.Command {
 			"  nodejoin down",
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
-	// The node group commands (nodegroup.go).
 	root.AddCommand(createCommand(), describeCommand(), scaleCommand(), upgradeCommand(), deleteCommand())
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
-		benchCommand(), deprecatedNodeCommand(), deprecatedIMDSCommand())
+		benchCommand())
 	root.AddCommand(userdataCommand())
 	return root
 }
 
 func nameFlag(cmd *cobra.Command, name *string) {
 	cmd.Flags().StringVar(name, "name", controlplane.DefaultName, "cluster name")
-}
-
-// deprecated marks cmd as an old spelling of use: hidden, and saying so on stderr.
-func deprecated(cmd *cobra.Command, use string) *cobra.Command {
-	cmd.Hidden = true
-	run := cmd.RunE
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		fmt.Fprintf(c.ErrOrStderr(), "warning: `nodejoin %s` is deprecated and goes away in the next release; use `nodejoin %s`\n", c.CommandPath()[len("nodejoin "):], use)
-		return run(c, args)
-	}
-	return cmd
 }
 
 func kubeconfigCommand() *cobra.Command {

@@ -1,18 +1,9 @@
 package nodejoin
 
 import (
-	"bufio"
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -20,15 +11,17 @@ import (
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/sandbox/runner"
 )
 
 type upOptions struct {
 	name  string
 	nodes sandbox.NodeOptions
 	// nodeGroupKubelet plays the kubelets of node groups' instances.
-	nodeGroupKubelet string
+	nodeGroupKubelet instance.KubeletKind
 	instanceLimit    int
 	dhcpDomain       string
 	detach           bool
@@ -36,7 +29,7 @@ type upOptions struct {
 	nodeCIDR         string
 	apiPort          int
 	binDir           string
-	output           string
+	output           printer.Format
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
@@ -66,17 +59,17 @@ func upCommand() *cobra.Command {
 			"  sudo nodejoin up --nodes 1 --identity bootstrap-token --ami-family AmazonLinux2",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return flagError(o.run(cmd))
+			return sandbox.FlagError(o.run(cmd))
 		},
 	}
 	f := cmd.Flags()
 	nameFlag(cmd, &o.name)
 	f.IntVar(&o.nodes.Count, "nodes", 0, "number of worker nodes (local instances) to launch")
 	f.StringVar(&o.nodes.InstanceType, "instance-type", sandbox.DefaultInstanceType, "EC2 instance type the instances report (sets max pods and reserved resources)")
-	f.StringVar(&o.nodes.AMIFamily, "ami-family", sandbox.DefaultAMIFamily, "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
-	f.StringVar(&o.nodes.Identity, "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
-	f.StringVar(&o.nodes.Kubelet, "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
-	f.StringVar(&o.nodeGroupKubelet, "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
+	f.StringVar((*string)(&o.nodes.AMIFamily), "ami-family", string(sandbox.DefaultAMIFamily), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
+	f.StringVar((*string)(&o.nodes.Identity), "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
+	f.StringVar((*string)(&o.nodes.Kubelet), "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
+	f.StringVar((*string)(&o.nodeGroupKubelet), "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
@@ -85,14 +78,14 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (default: beside this binary, or the source tree's bin/)")
-	outputFlag(cmd, &o.output)
+	printer.AddFlag(f, &o.output)
 	f.StringVar(&o.nodeGroupFile, "nodegroup-file", "", "eksctl ClusterConfig or NodeGroup manifests whose node groups to create once the cluster is up (the cluster's name defaults to the eksctl file's metadata.name)")
 	f.IntVar(&o.readyFD, "internal-ready-fd", 0, "")
 	_ = f.MarkHidden("internal-ready-fd")
 	return cmd
 }
 
-func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) (sandbox.Options, error) {
+func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 	cidr, err := netip.ParsePrefix(o.nodeCIDR)
 	if err != nil {
 		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/16: %w", o.nodeCIDR, err)
@@ -109,21 +102,16 @@ func (o *upOptions) sandboxOptions(progress sandbox.Progress, log *slog.Logger) 
 		NodeGroupKubelet: o.nodeGroupKubelet,
 		InstanceLimit:    o.instanceLimit,
 		DHCPDomainName:   o.dhcpDomain,
-		Progress:         progress,
-		Log:              log,
 	}, nil
 }
 
 func (o *upOptions) run(cmd *cobra.Command) error {
-	if err := checkOutput(o.output); err != nil {
-		return err
-	}
 	if o.readyFD == 0 {
 		if err := o.loadNodeGroupFile(cmd); err != nil {
 			return err
 		}
 	}
-	opts, err := o.sandboxOptions(nil, nil)
+	opts, err := o.sandboxOptions()
 	if err != nil {
 		return err
 	}
@@ -135,9 +123,9 @@ func (o *upOptions) run(cmd *cobra.Command) error {
 	case o.detach:
 		return o.startDetached(cmd)
 	case o.readyFD != 0:
-		return o.runDetachedChild(cmd.Context())
+		return runner.Child(cmd.Context(), o.readyFD, opts)
 	}
-	return o.runForeground(cmd)
+	return o.runForeground(cmd, opts)
 }
 
 // printSummary prints the started cluster in the -o format.
@@ -145,93 +133,26 @@ func (o *upOptions) printSummary(w io.Writer, c sandbox.Cluster, detached bool, 
 	if o.groups != nil {
 		return o.printUpNodeGroups(w, c, detached, groups)
 	}
-	if o.output != outputText {
-		return printStructured(w, o.output, c)
-	}
-	printUpText(w, c, detached)
-	return nil
+	return printer.Print(w, o.output, c, func(w io.Writer) { c.WriteSummary(w, detached) })
 }
 
-// openLog opens the log of the process that runs the cluster name.
-func openLog(name string) (*os.File, error) {
-	dir, err := sandbox.StateDir(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
-	}
-	path := filepath.Join(dir, "logs", "nodejoin.log")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	return f, nil
+// runForeground runs the cluster until interrupted; once it is up, it creates the node
+// groups and prints the summary.
+func (o *upOptions) runForeground(cmd *cobra.Command, opts sandbox.Options) error {
+	stderr := cmd.ErrOrStderr()
+	return runner.Foreground(cmd.Context(), opts, stderr, func(c sandbox.Cluster) error {
+		groups, err := o.createNodeGroups(cmd.Context(), c, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "Node groups of %s failed, stopping cluster %s: %v\n", o.nodeGroupFile, o.name, err)
+			return err
+		}
+		return o.printSummary(cmd.OutOrStdout(), c, false, groups)
+	})
 }
 
-func (o *upOptions) runForeground(cmd *cobra.Command) error {
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	log := slog.New(slog.DiscardHandler)
-	if logf, err := openLog(o.name); err == nil {
-		defer func() { _ = logf.Close() }()
-		log = slog.New(slog.NewTextHandler(logf, nil))
-	}
-	opts, err := o.sandboxOptions(progressTo(stderr), log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "Starting cluster %s\n", o.name)
-	ctx := cmd.Context()
-	sb, err := sandbox.Start(ctx, opts)
-	if err != nil {
-		return err
-	}
-	groups, err := o.createNodeGroups(ctx, sb.Info(), stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "Node groups of %s failed, stopping cluster %s: %v\n", o.nodeGroupFile, o.name, err)
-		stopCtx := context.WithoutCancel(ctx)
-		_, derr := sandbox.Delete(stopCtx, o.name)
-		return errors.Join(err, sb.Stop(stopCtx), derr)
-	}
-	if err := o.printSummary(stdout, sb.Info(), false, groups); err != nil {
-		return err
-	}
-	fmt.Fprintln(stderr, "Press Ctrl-C to stop the cluster and remove it.")
-	var runErr error
-	select {
-	case <-ctx.Done():
-		fmt.Fprintf(stderr, "Stopping cluster %s\n", o.name)
-	case <-sb.Failed():
-		runErr = sb.Err()
-		fmt.Fprintf(stderr, "Cluster %s failed, stopping it: %v\n", o.name, runErr)
-	}
-	stopCtx := context.WithoutCancel(ctx)
-	if err := sb.Stop(stopCtx); err != nil {
-		return errors.Join(runErr, err)
-	}
-	_, err = sandbox.Delete(stopCtx, o.name)
-	return errors.Join(runErr, err)
-}
-
-// startDetached starts `nodejoin up` again as a background process in a session of its
-// own, relays its progress to stderr, and returns once it reports the cluster ready.
-// Interrupting this process before then stops the background one too.
+// startDetached starts `nodejoin up` again in the background with the flags given, and
+// returns once the cluster is ready and its node groups created.
 func (o *upOptions) startDetached(cmd *cobra.Command) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable to run in the background: %w", err)
-	}
-	logf, err := openLog(o.name)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = logf.Close() }()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = r.Close() }()
-
 	args := []string{"up", "--internal-ready-fd=3"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Name != "detach" && f.Name != "internal-ready-fd" && f.Name != "output" && f.Name != "nodegroup-file" {
@@ -241,53 +162,8 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("name") {
 		args = append(args, "--name="+o.name) // taken from --nodegroup-file
 	}
-	child := exec.Command(exe, args...)
-	child.Stdout, child.Stderr = logf, logf
-	child.ExtraFiles = []*os.File{w}
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		_ = w.Close()
-		return fmt.Errorf("starting the background process: %w", err)
-	}
-	_ = w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-
-	// Relay the background process's progress until it reports ready or gives up.
-	relayed := make(chan bool, 1)
-	go func() {
-		ready := false
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			if sc.Text() == readyMarker {
-				ready = true
-				continue
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), sc.Text())
-		}
-		relayed <- ready
-	}()
-	var ready bool
-	select {
-	case ready = <-relayed:
-	case <-cmd.Context().Done():
-		_ = child.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			return fmt.Errorf("cluster %s: start interrupted; the background process ended with %w", o.name, err)
-		}
-		return fmt.Errorf("cluster %s: start interrupted", o.name)
-	}
-	if !ready {
-		// The background process reported its failure and is now stopping what it
-		// started, which removes the cluster's state and its logs with it: wait for it,
-		// so that the cluster is gone when this command returns and the error does not
-		// point at a log file that is about to disappear.
-		select {
-		case err := <-exited:
-			return fmt.Errorf("cluster %s did not start (%w); see the messages above", o.name, err)
-		case <-time.After(detachedStopWait):
-			return fmt.Errorf("the background process of cluster %s closed its progress pipe without reporting ready and has not exited after %s; see %s", o.name, detachedStopWait, logf.Name())
-		}
+	if err := runner.Start(cmd.Context(), o.name, args, cmd.ErrOrStderr()); err != nil {
+		return err
 	}
 	c, err := sandbox.Get(o.name)
 	if err != nil {
@@ -298,50 +174,4 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 		return fmt.Errorf("cluster %s runs, but its node groups from %s failed: %w; look with `nodejoin describe nodegroup --name %s GROUP`, remove the cluster with `nodejoin down --name %s`", o.name, o.nodeGroupFile, err, o.name, o.name)
 	}
 	return o.printSummary(cmd.OutOrStdout(), c, true, groups)
-}
-
-// detachedStopWait bounds the wait for a background process that failed to start a
-// cluster to stop it: its daemons get 30 s each to exit.
-const detachedStopWait = 2 * time.Minute
-
-// readyMarker is the last line the background process sends before closing the pipe.
-const readyMarker = "nodejoin: cluster ready"
-
-// runDetachedChild is the background process of `up --detach`: it runs the cluster,
-// reports progress on the ready descriptor, closes it once ready, and keeps the cluster
-// running until SIGTERM (sent by `nodejoin down`).
-func (o *upOptions) runDetachedChild(ctx context.Context) error {
-	// The daemons this process starts must not inherit the pipe, or the waiting parent
-	// would never see it close.
-	syscall.CloseOnExec(o.readyFD)
-	ready := os.NewFile(uintptr(o.readyFD), "ready")
-	if ready == nil {
-		return fmt.Errorf("--internal-ready-fd %d is not open", o.readyFD)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := o.sandboxOptions(progressTo(io.MultiWriter(ready, os.Stderr)), log)
-	if err != nil {
-		_ = ready.Close()
-		return err
-	}
-	sb, err := sandbox.Start(ctx, opts)
-	if err != nil {
-		fmt.Fprintf(ready, "error: %v\n", flagError(err))
-		_ = ready.Close()
-		return err
-	}
-	fmt.Fprintln(ready, readyMarker)
-	_ = ready.Close()
-	log.Info("cluster ready", "name", o.name, "endpoint", sb.Info().Endpoint)
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("stopping cluster", "name", o.name)
-	case <-sb.Failed():
-		runErr = sb.Err()
-		log.Error("cluster failed, stopping it", "name", o.name, "err", runErr)
-	}
-	// `nodejoin down` removes the state directory once this process has exited; on a
-	// failure the directory stays for its logs until then.
-	return errors.Join(runErr, sb.Stop(context.WithoutCancel(ctx)))
 }

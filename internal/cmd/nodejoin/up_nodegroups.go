@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
@@ -23,13 +24,9 @@ func (o *upOptions) loadNodeGroupFile(cmd *cobra.Command) error {
 	if o.nodeGroupFile == "" {
 		return nil
 	}
-	data, source, err := readInput(cmd, o.nodeGroupFile)
+	l, err := load(cmd, o.nodeGroupFile)
 	if err != nil {
 		return fmt.Errorf("--nodegroup-file: %w", err)
-	}
-	l, err := client.Load(data, source)
-	if err != nil {
-		return err
 	}
 	o.name = clusterName(cmd, o.name, l)
 	o.groups = l
@@ -43,21 +40,15 @@ func (o *upOptions) createNodeGroups(ctx context.Context, c sandbox.Cluster, w i
 	if o.groups == nil {
 		return nil, nil
 	}
-	t, err := connect(c.Name)
+	cl, err := connect(c.Name)
 	if err != nil {
 		return nil, err
 	}
 	l := o.groups
-	fmt.Fprintf(w, "Creating %s from %s (%s)\n", plural(len(l.NodeGroups), "node group"), l.Source, l.Format)
-	printIgnored(w, l)
-	created, err := t.client.Create(ctx, l.NodeGroups)
-	for i := range l.NodeGroups[:len(created)] {
-		fmt.Fprintln(w, " ✓ created "+groupLine(&l.NodeGroups[i]))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return waitAll(ctx, t, created, client.Created, 0, nodeGroupTimeout, w)
+	fmt.Fprintf(w, "Creating %s from %s (%s)\n", printer.Plural(len(l.NodeGroups), "node group"), l.Source, l.Format)
+	l.WriteIgnored(w)
+	_, final, err := cl.CreateAndWait(ctx, l.NodeGroups, true, nodeGroupTimeout, w)
+	return final, err
 }
 
 // upSummary is up's -o json|yaml summary with node groups.
@@ -68,17 +59,17 @@ type upSummary struct {
 
 // printUpNodeGroups prints up's summary with the groups of --nodegroup-file.
 func (o *upOptions) printUpNodeGroups(w io.Writer, c sandbox.Cluster, detached bool, groups []v1alpha1.NodeGroup) error {
-	if o.output != outputText {
+	if o.output != printer.Text {
 		s := upSummary{Cluster: c}
-		if t, err := connect(c.Name); err == nil {
-			acct := t.account()
+		if cl, err := connect(c.Name); err == nil {
+			acct := account(cl)()
 			for i := range groups {
 				s.NodeGroups = append(s.NodeGroups, client.Describe(&groups[i], acct).Nodegroup)
 			}
 		}
-		return printStructured(w, o.output, s)
+		return printer.Structured(w, o.output, s)
 	}
-	printNodeGroups(w, c.Name, groups)
-	printUpText(w, c, detached)
+	client.WriteTable(w, c.Name, groups)
+	c.WriteSummary(w, detached)
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodejoin/nodejoin/internal/printer/printertest"
 )
 
 var clusterFlags = []string{"--cluster-name", "demo", "--endpoint", "https://10.0.0.1:6443", "--ca-file", "testdata/userdata/ca.pem"}
@@ -38,7 +40,7 @@ func TestUserdataRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("userdata", tt.golden), out)
+			printertest.Golden(t, filepath.Join("userdata", tt.golden), out)
 		})
 	}
 }

@@ -1,10 +1,10 @@
-// Package bootstrap turns a merged NodeConfig and the instance's metadata into the files a
-// node's kubelet and containerd need, writes them atomically, and starts the daemons.
-//
-// It owns a node's whole bootstrap — config sources, metadata, rendering of the
-// kubelet's and containerd's files, atomic writes, daemon managers — around the rendered
-// Files; each part has a file of its own. It imports nodeadm/nodeconfig, userdata and
-// the api/ types.
+// Package bootstrap is the node agent's work: it reads and merges a node's configuration
+// sources and the instance's metadata, renders the files the kubelet and containerd
+// need, writes them atomically and starts the daemons (nodeadm init, InitOptions); it
+// checks, dumps and explains configurations, and mints the kubelet's identity token
+// (nodeadm get-token).
+// Each part has a file of its own. It imports nodeadm/nodeconfig, userdata and the api/
+// types.
 package bootstrap
 
 import (

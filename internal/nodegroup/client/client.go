@@ -1,7 +1,9 @@
 // Package client does the work of the nodegroup commands (`nodejoin create|get|
 // describe|scale|upgrade|delete nodegroup`) on one cluster's API: it reads and writes
 // NodeGroup objects and follows their status while the node group controller does the
-// cloud work. It never talks to the cloud itself.
+// cloud work, and renders groups as tables, manifests and progress lines. It also
+// renders a NodeGroup's user data offline (`nodejoin userdata render`). It never talks
+// to the cloud itself.
 package client
 
 import (
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -31,6 +34,7 @@ type Client struct {
 	Cluster string
 	// Poll is how often Wait reads the group; default one second.
 	Poll time.Duration
+	cfg  *rest.Config
 }
 
 // New returns a Client of the cluster whose admin kubeconfig is at path.
@@ -52,12 +56,29 @@ func NewForConfig(cfg *rest.Config, cluster string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", cluster, err)
 	}
-	return &Client{c: c, Cluster: cluster, Poll: time.Second}, nil
+	return &Client{c: c, Cluster: cluster, Poll: time.Second, cfg: cfg}, nil
 }
 
 // NewWithClient returns a Client over c, for tests.
 func NewWithClient(c client.Client, cluster string) *Client {
 	return &Client{c: c, Cluster: cluster, Poll: time.Second}
+}
+
+// ServerVersion is the cluster's Kubernetes version, major.minor, or "" when it cannot
+// be read.
+func (c *Client) ServerVersion() string {
+	if c.cfg == nil {
+		return ""
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.cfg)
+	if err != nil {
+		return ""
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return ""
+	}
+	return v.Major + "." + v.Minor
 }
 
 // apiError turns an API error into one that says what to do.

@@ -1,10 +1,18 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/printer"
 )
 
 // Goal is what a long operation waits for.
@@ -99,3 +107,72 @@ func issuesText(ng *v1alpha1.NodeGroup) string {
 
 // IssuesText lists the group's health issues in one line, for messages.
 func IssuesText(ng *v1alpha1.NodeGroup) string { return issuesText(ng) }
+
+// WaitAll follows the groups until each reaches goal, writing their progress to w, and
+// returns their last versions.
+func (c *Client) WaitAll(ctx context.Context, names []string, goal Goal, gen int64, timeout time.Duration, w io.Writer) ([]v1alpha1.NodeGroup, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var mu sync.Mutex
+	final := make([]v1alpha1.NodeGroup, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			start, p := time.Now(), &Progress{}
+			last, err := c.Wait(gctx, name,
+				func(ng *v1alpha1.NodeGroup) (bool, error) { return Reached(goal, gen, ng) },
+				func(ng *v1alpha1.NodeGroup) {
+					mu.Lock()
+					defer mu.Unlock()
+					for _, line := range p.Lines(name, ng) {
+						fmt.Fprintln(w, line)
+					}
+				})
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+					return c.timeoutError(name, goal, timeout, p.last)
+				}
+				return err
+			}
+			mu.Lock()
+			fmt.Fprintf(w, " ✓ %s: %s (%s)\n", name, reachedText(goal, last), printer.Round(time.Since(start)))
+			mu.Unlock()
+			if last != nil {
+				final[i] = *last
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return final, nil
+}
+
+func (c *Client) timeoutError(name string, goal Goal, timeout time.Duration, last *v1alpha1.NodeGroup) error {
+	state := "never read"
+	if last != nil {
+		state = StateText(last) + "; " + IssuesText(last)
+	}
+	what := map[Goal]string{Created: "become ACTIVE", Scaled: "reach its size", Upgraded: "finish its update", Deleted: "be deleted"}[goal]
+	return fmt.Errorf("node group %s did not %s within %s (last seen: %s); the controller keeps working on it: follow it with `nodejoin describe nodegroup %s --name %s`, see why a node does not join with `nodejoin diagnose node --name %s NODE`, or wait longer with --timeout",
+		name, what, timeout, state, name, c.Cluster, c.Cluster)
+}
+
+// CreateAndWait creates the groups, writing a line for each created to w, and follows
+// them until each is ACTIVE with its nodes Ready.
+func (c *Client) CreateAndWait(ctx context.Context, groups []v1alpha1.NodeGroup, wait bool, timeout time.Duration, w io.Writer) (created []string, final []v1alpha1.NodeGroup, err error) {
+	created, err = c.Create(ctx, groups)
+	for _, n := range created {
+		for i := range groups {
+			if groups[i].Name == n {
+				fmt.Fprintln(w, " ✓ created "+GroupLine(&groups[i]))
+			}
+		}
+	}
+	if err != nil || !wait {
+		return created, nil, err
+	}
+	final, err = c.WaitAll(ctx, created, Created, 0, timeout, w)
+	return created, final, err
+}

@@ -19,7 +19,7 @@ import (
 type Request struct {
 	Count        int
 	InstanceType string
-	AMIFamily    string
+	AMIFamily    instance.AMIFamily
 	KubeletFlags []string
 	// CredentialsOf is another node (name or instance ID) whose role credentials the
 	// new instances' metadata endpoints serve.
@@ -71,7 +71,7 @@ func (l *launched) state() launchState {
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
 func (lr *Launcher) launch(ctx context.Context, o Request, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
-	family, _ := instance.ParseAMIFamily(o.AMIFamily)
+	family := o.AMIFamily
 	out := make([]*launched, o.Count)
 	for i := range out {
 		out[i] = &launched{}
@@ -284,7 +284,7 @@ func (lr *Launcher) address(nameOrIP string) string {
 func (lr *Launcher) Run(ctx context.Context, o Request, rep *progress.Reporter) ([]Node, error) {
 	start := time.Now()
 	rep.Report(progress.Event{Kind: progress.StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
-		o.Count, o.InstanceType, lr.kubelet, lr.identity, familyName(o.AMIFamily))})
+		o.Count, o.InstanceType, lr.kubelet, lr.identity, o.AMIFamily)})
 	pr := newJoinProgress(rep, o.Count, lr.bootstrap())
 	ls, launchedAll := lr.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if l.state().err != nil {
@@ -302,12 +302,4 @@ func (lr *Launcher) Run(ctx context.Context, o Request, rep *progress.Reporter) 
 	}
 	rep.Report(progress.Event{Kind: progress.StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
 	return nodes, nil
-}
-
-func familyName(s string) string {
-	f, err := instance.ParseAMIFamily(s)
-	if err != nil {
-		return s
-	}
-	return string(f)
 }

@@ -17,11 +17,11 @@ import (
 
 // resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
 // otherwise sim, with the reason.
-func resolveKubelet(asked string, network controlplane.Network) (instance.KubeletKind, string, error) {
+func resolveKubelet(asked instance.KubeletKind, network controlplane.Network) (instance.KubeletKind, string, error) {
 	switch asked {
-	case "sim":
+	case instance.KubeletSim:
 		return instance.KubeletSim, "", nil
-	case "real", "":
+	case instance.KubeletReal, "":
 	default:
 		return "", "", fmt.Errorf("kubelet %q: want real or sim", asked) // Options validated it
 	}
@@ -43,7 +43,7 @@ func resolveKubelet(asked string, network controlplane.Network) (instance.Kubele
 	if len(missing) == 0 {
 		return instance.KubeletReal, "", nil
 	}
-	if asked == "real" {
+	if asked == instance.KubeletReal {
 		return "", "", fmt.Errorf("--kubelet real needs %s; run `make deps` as root, or use --kubelet sim", strings.Join(missing, ", "))
 	}
 	return instance.KubeletSim, "real kubelets need " + strings.Join(missing, ", ") + " (install with `make deps` as root): using simulated kubelets", nil

@@ -44,9 +44,9 @@ type Config struct {
 	Controller *controller.Controller
 	// BinDir holds the kubelet; default toolbin.Dir().
 	BinDir string
-	// Kubelet is the kind asked for: "real", "sim", or "" for real when this process
-	// can run real kubelets.
-	Kubelet string
+	// Kubelet is the kind asked for; "" means real when this process can run real
+	// kubelets.
+	Kubelet instance.KubeletKind
 	// Identity is how the nodes authenticate.
 	Identity instance.Identity
 	// ImageArchives lists the image archives real nodes import, given BinDir.

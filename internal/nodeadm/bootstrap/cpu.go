@@ -1,4 +1,4 @@
-package nodeadm
+package bootstrap
 
 import (
 	"os"

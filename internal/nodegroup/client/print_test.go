@@ -1,4 +1,4 @@
-package nodejoin
+package client
 
 import (
 	"bytes"
@@ -11,10 +11,9 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
-	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
+	"github.com/nodejoin/nodejoin/internal/printer/printertest"
 )
-
-func i32(v int32) *int32 { return &v }
 
 var created = metav1.NewTime(time.Date(2026, 11, 24, 9, 54, 36, 211000000, time.UTC))
 
@@ -57,7 +56,7 @@ func testGroup() *v1alpha1.NodeGroup {
 	}
 }
 
-var testAccount = client.Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37", NodeRole: "nodejoin-ironman-2022-node"}
+var testAccount = Account{Cluster: "ironman-2022", Region: "us-west-2", AccountID: "000000000000", Version: "1.37", NodeRole: "nodejoin-ironman-2022-node"}
 
 func TestNodeGroupTable(t *testing.T) {
 	active := testGroup()
@@ -65,9 +64,9 @@ func TestNodeGroupTable(t *testing.T) {
 	active.Labels = nil
 	active.Spec.Template.AMIFamily, active.Spec.Template.InstanceTypes = "", []string{"c5.large", "c5a.large"}
 	var out, none bytes.Buffer
-	printNodeGroups(&out, "ironman-2022", []v1alpha1.NodeGroup{*testGroup(), *active})
-	golden(t, "get-nodegroup.txt", out.String())
-	printNodeGroups(&none, "demo", nil)
+	WriteTable(&out, "ironman-2022", []v1alpha1.NodeGroup{*testGroup(), *active})
+	printertest.Golden(t, "get-nodegroup.txt", out.String())
+	WriteTable(&none, "demo", nil)
 	if !strings.Contains(none.String(), "nodejoin create nodegroup --name demo") {
 		t.Errorf("empty list says %q", none.String())
 	}
@@ -75,14 +74,14 @@ func TestNodeGroupTable(t *testing.T) {
 
 func TestDescribeNodeGroup(t *testing.T) {
 	ng := testGroup()
-	d := client.Describe(ng, testAccount)
+	d := Describe(ng, testAccount)
 	var js, text bytes.Buffer
-	if err := printStructured(&js, outputJSON, d); err != nil {
+	if err := printer.Structured(&js, printer.JSON, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "describe-nodegroup.json", js.String())
-	printDescription(&text, ng, d)
-	golden(t, "describe-nodegroup.txt", text.String())
+	printertest.Golden(t, "describe-nodegroup.json", js.String())
+	d.WriteText(&text, ng)
+	printertest.Golden(t, "describe-nodegroup.txt", text.String())
 }
 
 // The progress lines of an update, from the successive versions of the group a
@@ -114,28 +113,28 @@ func TestProgressLines(t *testing.T) {
 	}
 	versions = append(versions, done, nil)
 
-	w := &progressWatch{}
+	w := &Progress{}
 	var out strings.Builder
 	for _, v := range versions {
-		for _, l := range w.lines("ng1-public-ssh", v) {
+		for _, l := range w.Lines("ng1-public-ssh", v) {
 			out.WriteString(l + "\n")
 		}
 	}
-	golden(t, "nodegroup-progress.txt", out.String())
+	printertest.Golden(t, "nodegroup-progress.txt", out.String())
 }
 
 func TestIgnoredOutput(t *testing.T) {
-	l := &client.Loaded{Source: "cluster.yaml", Ignored: []eksctl.Ignored{
+	l := &Loaded{Source: "cluster.yaml", Ignored: []eksctl.Ignored{
 		{Field: "metadata.region", Line: 6, Value: "eu-west-1", Reason: "a local cluster has no region"},
 		{Field: "managedNodeGroups[0].ssh.publicKeyName", Line: 14, Value: strings.Repeat("k", 50), Reason: "local instances have no SSH"},
 	}}
 	var out bytes.Buffer
-	printIgnored(&out, l)
-	golden(t, "create-nodegroup-ignored.txt", out.String())
+	l.WriteIgnored(&out)
+	printertest.Golden(t, "create-nodegroup-ignored.txt", out.String())
 }
 
 func TestScalingChange(t *testing.T) {
-	got := scalingChange(v1alpha1.ScalingConfig{MinSize: 2, MaxSize: 4}, v1alpha1.ScalingConfig{MinSize: 1, MaxSize: 4, DesiredSize: i32(4)})
+	got := ScalingChange(v1alpha1.ScalingConfig{MinSize: 2, MaxSize: 4}, v1alpha1.ScalingConfig{MinSize: 1, MaxSize: 4, DesiredSize: i32(4)})
 	if want := "2 → 4 nodes (min 2 → 1, max 4 → 4)"; got != want {
 		t.Errorf("scalingChange = %q, want %q", got, want)
 	}

@@ -1,4 +1,4 @@
-package nodejoin
+package client
 
 import (
 	"encoding/json"
@@ -7,33 +7,25 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
-	"github.com/nodejoin/nodejoin/internal/nodegroup/client"
+	"github.com/nodejoin/nodejoin/internal/printer"
 )
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// printIgnored lists the eksctl fields nodejoin does not use.
-func printIgnored(w io.Writer, l *client.Loaded) {
+// WriteIgnored lists the eksctl fields nodejoin does not use.
+func (l *Loaded) WriteIgnored(w io.Writer) {
 	if len(l.Ignored) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s of %s that nodejoin does not use:\n", plural(len(l.Ignored), "field"), l.Source)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "%s of %s that nodejoin does not use:\n", printer.Plural(len(l.Ignored), "field"), l.Source)
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "  LINE\tFIELD\tVALUE\tWHY")
 	for _, i := range l.Ignored {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i.Line, i.Field, dash(clip(i.Value, 40)), i.Reason)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i.Line, i.Field, printer.Dash(clip(i.Value, 40)), i.Reason)
 	}
 	_ = tw.Flush()
 }
@@ -45,9 +37,9 @@ func clip(s string, n int) string {
 	return s
 }
 
-// printManifests prints groups as NodeGroup manifests: YAML documents, or one JSON
+// WriteManifests prints groups as NodeGroup manifests: YAML documents, or one JSON
 // list. withStatus keeps their status (get), which a new object (--dry-run) has not.
-func printManifests(w io.Writer, format string, groups []v1alpha1.NodeGroup, withStatus bool) error {
+func WriteManifests(w io.Writer, format printer.Format, groups []v1alpha1.NodeGroup, withStatus bool) error {
 	items := make([]map[string]any, len(groups))
 	for i := range groups {
 		ng := groups[i].DeepCopy()
@@ -64,8 +56,8 @@ func printManifests(w io.Writer, format string, groups []v1alpha1.NodeGroup, wit
 			delete(items[i], "status")
 		}
 	}
-	if format == outputJSON {
-		return printStructured(w, format, map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if format == printer.JSON {
+		return printer.Structured(w, format, map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	}
 	for i := range items {
 		data, err := yaml.Marshal(items[i])
@@ -82,8 +74,8 @@ func printManifests(w io.Writer, format string, groups []v1alpha1.NodeGroup, wit
 	return nil
 }
 
-// groupLine summarises a group's spec in one line.
-func groupLine(ng *v1alpha1.NodeGroup) string {
+// GroupLine summarises a group's spec in one line.
+func GroupLine(ng *v1alpha1.NodeGroup) string {
 	s := ng.Spec.Scaling
 	family := ng.Spec.Template.AMIFamily
 	if family == "" {
@@ -94,25 +86,25 @@ func groupLine(ng *v1alpha1.NodeGroup) string {
 		capacity = v1alpha1.CapacityOnDemand
 	}
 	line := fmt.Sprintf("node group %s: %s (min %d, max %d) of %s, %s, %s", ng.Name,
-		plural(int(client.DesiredSize(ng)), "node"), s.MinSize, s.MaxSize,
-		strings.Join(client.InstanceTypes(ng), ","), family, capacity)
+		printer.Plural(int(DesiredSize(ng)), "node"), s.MinSize, s.MaxSize,
+		strings.Join(InstanceTypes(ng), ","), family, capacity)
 	if typ := ng.Labels[eksctl.LabelNodeGroupType]; typ != "" {
 		line += " (eksctl " + typ + ")"
 	}
 	return line
 }
 
-// stateText is a group's status in a few words: phase and counts.
-func stateText(ng *v1alpha1.NodeGroup) string {
+// StateText is a group's status in a few words: phase and counts.
+func StateText(ng *v1alpha1.NodeGroup) string {
 	st := ng.Status
 	phase := string(st.Phase)
 	if phase == "" {
 		phase = "PENDING"
 	}
-	want := client.DesiredSize(ng)
+	want := DesiredSize(ng)
 	s := fmt.Sprintf("%s, %d/%d Ready", phase, st.ReadySize, want)
 	if n := len(st.Instances); n != int(want) {
-		s += fmt.Sprintf(", %s", plural(n, "instance"))
+		s += fmt.Sprintf(", %s", printer.Plural(n, "instance"))
 	}
 	if st.Update != nil || st.UpdatedSize != want {
 		s += fmt.Sprintf(", %d/%d updated", st.UpdatedSize, want)
@@ -120,27 +112,28 @@ func stateText(ng *v1alpha1.NodeGroup) string {
 	return s
 }
 
-func reachedText(goal client.Goal, ng *v1alpha1.NodeGroup) string {
+func reachedText(goal Goal, ng *v1alpha1.NodeGroup) string {
 	if ng == nil {
 		return "deleted"
 	}
-	s := stateText(ng)
-	if goal == client.Upgraded && ng.Status.LaunchTemplate != nil {
+	s := StateText(ng)
+	if goal == Upgraded && ng.Status.LaunchTemplate != nil {
 		s += ", launch template version " + ng.Status.LaunchTemplate.Version
 	}
 	return s
 }
 
-// progressWatch turns successive versions of a group into progress lines: what
+// Progress turns successive versions of a group into progress lines: what
 // changed since the last version.
-type progressWatch struct {
-	start time.Time
-	last  *v1alpha1.NodeGroup
-	seen  bool
+type Progress struct {
+	last *v1alpha1.NodeGroup
+	seen bool
 }
 
+// Lines returns what changed in cur, the group name's latest version (nil: gone).
+//
 //nolint:gocyclo // one independent comparison per reported change, read top to bottom.
-func (p *progressWatch) lines(name string, cur *v1alpha1.NodeGroup) []string {
+func (p *Progress) Lines(name string, cur *v1alpha1.NodeGroup) []string {
 	prev, first := p.last, !p.seen
 	p.last, p.seen = cur, true
 	if cur == nil {
@@ -150,8 +143,8 @@ func (p *progressWatch) lines(name string, cur *v1alpha1.NodeGroup) []string {
 		return []string{fmt.Sprintf(" • %s: gone", name)}
 	}
 	var out []string
-	if first || prev == nil || stateText(prev) != stateText(cur) {
-		out = append(out, fmt.Sprintf(" • %s: %s", name, stateText(cur)))
+	if first || prev == nil || StateText(prev) != StateText(cur) {
+		out = append(out, fmt.Sprintf(" • %s: %s", name, StateText(cur)))
 	}
 	var pu *v1alpha1.UpdateStatus
 	if prev != nil {
@@ -161,7 +154,7 @@ func (p *progressWatch) lines(name string, cur *v1alpha1.NodeGroup) []string {
 		if pu == nil || pu.Phase != u.Phase || pu.Message != u.Message {
 			line := fmt.Sprintf(" • %s: update %s", name, u.Phase)
 			if pu == nil {
-				line += fmt.Sprintf(" (to launch template version %s, %s at a time, %s", u.TargetVersion, plural(int(u.MaxUnavailable), "node"), u.Strategy)
+				line += fmt.Sprintf(" (to launch template version %s, %s at a time, %s", u.TargetVersion, printer.Plural(int(u.MaxUnavailable), "node"), u.Strategy)
 				if u.Surge > 0 {
 					line += fmt.Sprintf(", surge %d", u.Surge)
 				}
@@ -221,17 +214,17 @@ func issueText(is v1alpha1.Issue) string {
 	return s
 }
 
-// printNodeGroups prints get nodegroup's table: eksctl get nodegroup's columns.
-func printNodeGroups(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
+// WriteTable prints the table of `get nodegroup`: eksctl get nodegroup's columns.
+func WriteTable(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 	if len(groups) == 0 {
 		fmt.Fprintf(w, "Cluster %s has no node groups. Create one with: nodejoin create nodegroup --name %s -f nodegroup.yaml\n", cluster, cluster)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := printer.Table(w)
 	fmt.Fprintln(tw, "CLUSTER\tNODEGROUP\tSTATUS\tCREATED\tMIN SIZE\tMAX SIZE\tDESIRED CAPACITY\tINSTANCE TYPE\tIMAGE ID\tASG NAME\tTYPE")
 	for i := range groups {
 		ng := &groups[i]
-		image := client.AMIType(ng)
+		image := AMIType(ng)
 		if ng.Spec.Template.AMIID != "" {
 			image = ng.Spec.Template.AMIID
 		}
@@ -240,31 +233,16 @@ func printNodeGroups(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 			typ = eksctl.TypeManaged // every NodeGroup is managed by the controller
 		}
 		status := string(ng.Status.Phase)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", cluster, ng.Name, dash(status),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", cluster, ng.Name, printer.Dash(status),
 			ng.CreationTimestamp.UTC().Format(time.RFC3339), ng.Spec.Scaling.MinSize, ng.Spec.Scaling.MaxSize,
-			client.DesiredSize(ng), strings.Join(client.InstanceTypes(ng), ","), image,
-			dash(ng.Status.AutoScalingGroupName), typ)
+			DesiredSize(ng), strings.Join(InstanceTypes(ng), ","), image,
+			printer.Dash(ng.Status.AutoScalingGroupName), typ)
 	}
 	_ = tw.Flush()
 }
 
-// printGroupsSummary ends a long operation: the groups' table and a sentence, or the
-// groups as describe-nodegroup objects with -o json|yaml.
-func printGroupsSummary(w io.Writer, format string, t *ngTarget, groups []v1alpha1.NodeGroup, sentence string) error {
-	if format != outputText {
-		acct := t.account()
-		ds := make([]client.Description, len(groups))
-		for i := range groups {
-			ds[i] = client.Describe(&groups[i], acct)
-		}
-		return printStructured(w, format, ds)
-	}
-	printNodeGroups(w, t.name, groups)
-	_, err := fmt.Fprintln(w, sentence)
-	return err
-}
-
-func scalingChange(before, after v1alpha1.ScalingConfig) string {
+// ScalingChange says how a scale changes a group's sizes.
+func ScalingChange(before, after v1alpha1.ScalingConfig) string {
 	d := func(s v1alpha1.ScalingConfig) int32 {
 		if s.DesiredSize != nil {
 			return *s.DesiredSize
@@ -274,10 +252,10 @@ func scalingChange(before, after v1alpha1.ScalingConfig) string {
 	return fmt.Sprintf("%d → %d nodes (min %d → %d, max %d → %d)", d(before), d(after), before.MinSize, after.MinSize, before.MaxSize, after.MaxSize)
 }
 
-// printDescription prints describe nodegroup's text.
-func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Description) {
+// WriteText prints the description of ng as `describe nodegroup` does.
+func (desc Description) WriteText(w io.Writer, ng *v1alpha1.NodeGroup) {
 	d := desc.Nodegroup
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := printer.Table(w)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Node group", d.NodegroupName)
 	row("ARN", d.NodegroupArn)
@@ -287,8 +265,8 @@ func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Descripti
 	row("Modified", d.ModifiedAt)
 	row("Scaling", fmt.Sprintf("desired %d, min %d, max %d", d.ScalingConfig.DesiredSize, d.ScalingConfig.MinSize, d.ScalingConfig.MaxSize))
 	st := ng.Status
-	row("Nodes", fmt.Sprintf("%d Ready, %d on the current version, %s", st.ReadySize, st.UpdatedSize, plural(len(st.Instances), "instance")))
-	row("AMI family", fmt.Sprintf("%s (%s)", dash(string(ng.Spec.Template.AMIFamily)), d.AmiType))
+	row("Nodes", fmt.Sprintf("%d Ready, %d on the current version, %s", st.ReadySize, st.UpdatedSize, printer.Plural(len(st.Instances), "instance")))
+	row("AMI family", fmt.Sprintf("%s (%s)", printer.Dash(string(ng.Spec.Template.AMIFamily)), d.AmiType))
 	row("Instance types", strings.Join(d.InstanceTypes, ", "))
 	row("Capacity type", d.CapacityType)
 	row("Labels", mapText(d.Labels))
@@ -296,8 +274,8 @@ func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Descripti
 	for _, t := range ng.Spec.Template.Taints {
 		taints = append(taints, t.ToString())
 	}
-	row("Taints", dash(strings.Join(taints, ", ")))
-	upd := "maxUnavailable " + dash(ptrText(d.UpdateConfig.MaxUnavailable))
+	row("Taints", printer.Dash(strings.Join(taints, ", ")))
+	upd := "maxUnavailable " + printer.Dash(ptrText(d.UpdateConfig.MaxUnavailable))
 	if d.UpdateConfig.MaxUnavailablePercentage != nil {
 		upd = "maxUnavailablePercentage " + ptrText(d.UpdateConfig.MaxUnavailablePercentage)
 	}
@@ -314,7 +292,7 @@ func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Descripti
 	row("Auto Scaling group", asg)
 	_ = tw.Flush()
 	if u := st.Update; u != nil {
-		fmt.Fprintf(w, "Update: %s to launch template version %s (%s, %s at a time, %d replaced)", u.Phase, u.TargetVersion, u.Strategy, plural(int(u.MaxUnavailable), "node"), u.Replaced)
+		fmt.Fprintf(w, "Update: %s to launch template version %s (%s, %s at a time, %d replaced)", u.Phase, u.TargetVersion, u.Strategy, printer.Plural(int(u.MaxUnavailable), "node"), u.Replaced)
 		if u.Message != "" {
 			fmt.Fprintf(w, ": %s", u.Message)
 		}
@@ -329,14 +307,14 @@ func printDescription(w io.Writer, ng *v1alpha1.NodeGroup, desc client.Descripti
 	}
 	if len(st.Instances) > 0 {
 		fmt.Fprintln(w, "Instances:")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw = printer.Table(w)
 		fmt.Fprintln(tw, "  INSTANCE\tZONE\tVERSION\tSTATE\tNODE\tREADY")
 		for _, in := range st.Instances {
 			ready := "no"
 			if in.Ready {
 				ready = "yes"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", in.InstanceID, dash(in.AvailabilityZone), dash(in.LaunchTemplateVersion), dash(in.LifecycleState), dash(in.NodeName), ready)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", in.InstanceID, printer.Dash(in.AvailabilityZone), printer.Dash(in.LaunchTemplateVersion), printer.Dash(in.LifecycleState), printer.Dash(in.NodeName), ready)
 		}
 		_ = tw.Flush()
 	}
@@ -366,4 +344,20 @@ func ptrText(p *int32) string {
 		return ""
 	}
 	return fmt.Sprint(*p)
+}
+
+// WriteSummary ends a long operation: the groups' table and a sentence, or the groups
+// as describe-nodegroup objects with -o json|yaml. account is asked only for those.
+func WriteSummary(w io.Writer, format printer.Format, cluster string, account func() Account, groups []v1alpha1.NodeGroup, sentence string) error {
+	if format != printer.Text {
+		acct := account()
+		ds := make([]Description, len(groups))
+		for i := range groups {
+			ds[i] = Describe(&groups[i], acct)
+		}
+		return printer.Structured(w, format, ds)
+	}
+	WriteTable(w, cluster, groups)
+	_, err := fmt.Fprintln(w, sentence)
+	return err
 }

@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"fmt"
@@ -10,18 +10,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodejoin/nodejoin/internal/addons"
-	"github.com/nodejoin/nodejoin/internal/manager"
 )
 
-// addonFlags are run's flags for the add-ons the controller applies (off by default).
-type addonFlags struct {
+// addonOptions are run's flags for the add-ons the controller applies (off by default).
+type addonOptions struct {
 	names, apiserver, clusterCIDR, serviceCIDR, dnsIP string
 	kubeProxyImage, coreDNSImage                      string
 	awsNodeImage, awsNodeEC2Endpoint, awsNodeRegion   string
 	awsNodeEnv                                        map[string]string
 }
 
-func (a *addonFlags) register(f *pflag.FlagSet) {
+func (a *addonOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&a.names, "addons", "", "add-ons to apply at start and keep applied, as EKS creates them with a cluster: kube-proxy,coredns,aws-node (default: none)")
 	f.StringVar(&a.apiserver, "addons-apiserver-endpoint", "", "the API server's address as nodes reach it (https://host:port), for kube-proxy's kubeconfig; required with --addons kube-proxy")
 	f.StringVar(&a.clusterCIDR, "cluster-cidr", addons.DefaultPodCIDR.String(), "the pods' address range (kube-proxy's clusterCIDR)")
@@ -36,7 +35,7 @@ func (a *addonFlags) register(f *pflag.FlagSet) {
 }
 
 // config sets cfg.Addons from the flags; no add-on named leaves it nil.
-func (a *addonFlags) config(cfg *manager.Config) error {
+func (a *addonOptions) config(cfg *Config) error {
 	names, err := addons.ParseNames(a.names)
 	if err != nil {
 		return fmt.Errorf("--addons: %w", err)

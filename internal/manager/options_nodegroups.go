@@ -1,4 +1,4 @@
-package controller
+package manager
 
 import (
 	"context"
@@ -14,13 +14,12 @@ import (
 	"github.com/spf13/pflag"
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
 
-// nodeGroupFlags are run's flags for the NodeGroup controller (off by default).
-type nodeGroupFlags struct {
+// nodeGroupOptions are run's flags for the NodeGroup controller (off by default).
+type nodeGroupOptions struct {
 	enabled                        bool
 	clusterName, endpoint, caFile  string
 	serviceCIDR, dnsIP             string
@@ -30,7 +29,7 @@ type nodeGroupFlags struct {
 	workers                        int
 }
 
-func (n *nodeGroupFlags) register(f *pflag.FlagSet) {
+func (n *nodeGroupOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&n.enabled, "nodegroups", false, "run the NodeGroup controller: EC2 launch templates and Auto Scaling groups for NodeGroup objects, with rolling updates")
 	f.StringVar(&n.clusterName, "nodegroup-cluster-name", "", "the cluster name node groups' user data and tags carry (default: --cluster-id)")
 	f.StringVar(&n.endpoint, "nodegroup-apiserver-endpoint", "", "the API server's address as nodes reach it (https://host:port); required with --nodegroups")
@@ -47,7 +46,7 @@ func (n *nodeGroupFlags) register(f *pflag.FlagSet) {
 }
 
 // config sets cfg.NodeGroups from the flags; without --nodegroups it stays nil.
-func (n *nodeGroupFlags) config(ctx context.Context, o *options, cfg *manager.Config) error {
+func (n *nodeGroupOptions) config(ctx context.Context, o *Options, cfg *Config) error {
 	if !n.enabled {
 		return nil
 	}

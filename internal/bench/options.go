@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+// Identities of the simulated nodes.
+const (
+	IdentityBootstrapToken = "bootstrap-token"
+	IdentityAWSIAM         = "aws-iam"
+)
+
+// BaselineKCM is the one baseline: kube-controller-manager approving and signing the
+// client certificates instead of nodejoin.
+const BaselineKCM = "kcm"
+
+// Faults.
+const (
+	FaultAPIServerRestart = "apiserver-restart"
+	FaultLeaderKill       = "leader-kill"
+)
+
+const (
+	region    = "us-west-2"
+	accountID = "000000000000"
+	nodeRole  = "bench-node"
+	nodeGroup = "workers"
+)
+
+// Options configure a benchmark.
+type Options struct {
+	// Nodes is how many simulated kubelets start at once. Required.
+	Nodes int
+	// Identity is the nodes' identity: IdentityBootstrapToken (default) or IdentityAWSIAM.
+	Identity string
+	// Baseline, when BaselineKCM, runs the burst a second time with
+	// kube-controller-manager approving and signing the client certificates.
+	Baseline string
+	// Fault, when set, runs the burst a second time with the fault injected once half
+	// the nodes have joined, and reports the extra time.
+	Fault string
+	// Duration, when set, runs a soak instead of a burst (see Soak).
+	Duration time.Duration
+	// CertificateLifetime, when set, is the lifetime of the certificates the controller
+	// issues, at least 10 minutes (the soak's default is 10 minutes, so that nodes rotate).
+	CertificateLifetime time.Duration
+	// ProfileDir, when set, receives the controller's CPU profile (the whole run) and
+	// heap profile (at the end of the burst), and CPU profiles of the burst taken from
+	// kube-apiserver and from this process, which runs the simulated kubelets.
+	ProfileDir string
+	// CSRWorkers is the controller's --csr-workers; 0 leaves its default.
+	CSRWorkers int
+	// StateDir holds the runs' clusters and logs; default a temporary directory,
+	// removed afterwards unless KeepState.
+	StateDir  string
+	KeepState bool
+	// BinDir holds kube-apiserver, etcd, kube-controller-manager, kube-scheduler and
+	// nodejoin-controller; see toolbin.Dir.
+	BinDir string
+	// ControllerBin is nodejoin-controller; default found in BinDir. ControllerEnv is
+	// added to its environment (tests run their own binary as the controller).
+	ControllerBin string
+	ControllerEnv []string
+	// Timeout bounds each burst; default 10 minutes.
+	Timeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+//nolint:gocyclo // a flat sequence of defaults and independent option checks.
+func (o *Options) complete() error {
+	if o.Identity == "" {
+		o.Identity = IdentityBootstrapToken
+	}
+	if o.CSRWorkers < 0 {
+		return fmt.Errorf("--csr-workers %d: want at least 1 (or 0 for the controller's default)", o.CSRWorkers)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.BinDir == "" {
+		o.BinDir = toolbin.Dir()
+	}
+	switch {
+	case o.Nodes < 1 || o.Nodes > 60000:
+		return fmt.Errorf("--nodes %d: want between 1 and 60000", o.Nodes)
+	case o.Identity != IdentityBootstrapToken && o.Identity != IdentityAWSIAM:
+		return fmt.Errorf("--identity %q: want %q or %q", o.Identity, IdentityBootstrapToken, IdentityAWSIAM)
+	case o.Baseline != "" && o.Baseline != BaselineKCM:
+		return fmt.Errorf("--baseline %q: the only baseline is %q (kube-controller-manager)", o.Baseline, BaselineKCM)
+	case o.Baseline == BaselineKCM && o.Identity != IdentityBootstrapToken:
+		return fmt.Errorf("--baseline kcm compares client certificates, which only nodes with bootstrap tokens ask for: use --identity %s", IdentityBootstrapToken)
+	case o.Fault != "" && o.Fault != FaultAPIServerRestart && o.Fault != FaultLeaderKill:
+		return fmt.Errorf("--fault %q: want %q or %q", o.Fault, FaultAPIServerRestart, FaultLeaderKill)
+	case o.Duration < 0:
+		return fmt.Errorf("--duration %s: want a positive duration", o.Duration)
+	case o.CertificateLifetime != 0 && o.CertificateLifetime < 10*time.Minute:
+		return fmt.Errorf("--cert-lifetime %s: the signer issues nothing shorter than 10m (Kubernetes' minimum expirationSeconds)", o.CertificateLifetime)
+	case o.Duration > 0 && (o.Fault != "" || o.Baseline != ""):
+		return errors.New("--duration runs a soak: give it without --fault and --baseline")
+	}
+	if o.ControllerBin == "" {
+		bin, err := toolbin.Find(o.BinDir, "nodejoin-controller")
+		if err != nil {
+			return fmt.Errorf("finding nodejoin-controller (build it with `make build`): %w", err)
+		}
+		o.ControllerBin = bin
+	}
+	return nil
+}
+
+// CloudCalls counts the local cloud's API calls during a burst.
+type CloudCalls struct {
+	STS  int `json:"sts"`
+	EC2  int `json:"ec2_describe_instances"`
+	IAM  int `json:"iam"`
+	Node int `json:"-"`
+}
+
+// Webhook is the token webhook's latency, estimated from its histogram.
+type Webhook struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Report is one burst's figures; Baseline holds the baseline's, Fault the fault run's.
+type Report struct {
+	Nodes    int    `json:"nodes"`
+	Identity string `json:"identity"`
+	// Approver is who approved and signed client certificates: nodejoin or kcm.
+	Approver         string  `json:"approver"`
+	AllReadySeconds  float64 `json:"all_ready_seconds"`
+	AllIssuedSeconds float64 `json:"all_issued_seconds"`
+	// MedianJoinSeconds is the median node's join time (Ready with every certificate).
+	MedianJoinSeconds     float64     `json:"median_join_seconds"`
+	CSRCreateToApprovedMS Percentiles `json:"csr_create_to_approved_ms"`
+	CSRApprovedToIssuedMS Percentiles `json:"csr_approved_to_issued_ms"`
+	CSRCreateToIssuedMS   Percentiles `json:"csr_create_to_issued_ms"`
+	WebhookMS             Webhook     `json:"webhook_ms"`
+	TokenReviews          int         `json:"token_reviews"`
+	WebhookCacheHitRate   float64     `json:"webhook_cache_hit_rate"`
+	APIRequestsPerNode    float64     `json:"api_requests_per_node"`
+	// APIRequestsPerNodeByCall splits APIRequestsPerNode by verb and resource
+	// ("PUT certificatesigningrequests/approval"); left out when kube-apiserver
+	// restarted during the burst, which starts its counters again.
+	APIRequestsPerNodeByCall map[string]float64 `json:"api_requests_per_node_by_call,omitempty"`
+	CloudCallsPerNode        float64            `json:"cloud_calls_per_node"`
+	CloudCalls               CloudCalls         `json:"cloud_calls"`
+	// DescribeInstancesPerNode is EC2 DescribeInstances calls per node.
+	DescribeInstancesPerNode float64 `json:"describe_instances_per_node"`
+	ControllerCPUSeconds     float64 `json:"controller_cpu_seconds"`
+	ControllerPeakRSSMiB     float64 `json:"controller_peak_rss_mib"`
+	CSRs                     int     `json:"csrs"`
+	LeftPending              int     `json:"left_pending"`
+	Denied                   int     `json:"denied"`
+	// IssuedTwice counts CSRs that carried two different certificates.
+	IssuedTwice int `json:"issued_twice"`
+	// Load is /proc/loadavg's 1, 5 and 15 minute averages when the burst started.
+	Load string `json:"load"`
+	// JoinedSeconds are the nodes' join times, sorted: the plot's data.
+	JoinedSeconds []float64 `json:"joined_seconds"`
+
+	Fault          *FaultReport `json:"fault,omitempty"`
+	Baseline       *Report      `json:"baseline,omitempty"`
+	RatioAllIssued float64      `json:"ratio_all_issued,omitempty"`
+	Soak           *SoakReport  `json:"soak,omitempty"`
+}
+
+// FaultReport is a burst with a fault injected, against the clean burst.
+type FaultReport struct {
+	Kind string `json:"kind"`
+	// InjectedAtSeconds is when, after the burst started, the fault was injected.
+	InjectedAtSeconds float64 `json:"injected_at_seconds"`
+	// ExtraSeconds is the fault run's all-issued time less the clean run's.
+	ExtraSeconds float64 `json:"extra_seconds"`
+	Run          *Report `json:"run"`
+}
+
+// AddFlags binds the options of `nodejoin bench join` to f.
+func (o *Options) AddFlags(f *pflag.FlagSet) {
+	f.IntVar(&o.Nodes, "nodes", 100, "simulated kubelets started at once")
+	f.StringVar(&o.Identity, "identity", IdentityBootstrapToken, "the nodes' identity: bootstrap-token or aws-iam")
+	f.StringVar(&o.Baseline, "baseline", "", `"kcm": run the burst again with kube-controller-manager approving and signing client certificates`)
+	f.StringVar(&o.Fault, "fault", "", "run the burst again with a fault once half the nodes joined: apiserver-restart or leader-kill")
+	f.DurationVar(&o.Duration, "duration", 0, "run a soak this long instead of a burst (nodes join and leave, certificates rotate)")
+	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
+	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the burst (the controller, kube-apiserver, and the simulated kubelets with the local cloud) and the controller's heap profile into DIR")
+	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
+	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
+	f.BoolVar(&o.KeepState, "keep-state", false, "keep the temporary state directory (logs) afterwards")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up on a burst after this long")
+}

@@ -1,0 +1,186 @@
+package client
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/nodegroup"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+)
+
+// RenderOptions are the options of `nodejoin userdata render`: the NodeGroup manifest,
+// and the cluster its user data points at.
+type RenderOptions struct {
+	file, family, style               string
+	kubeconfig, clusterName, endpoint string
+	caFile, serviceCIDR, dnsIP        string
+	cloudFormation, base64            bool
+}
+
+// AddFlags binds the options to fs.
+func (o *RenderOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.file, "filename", "f", "", "NodeGroup manifest (nodejoin.io/v1alpha1); - reads standard input")
+	fs.StringVar(&o.family, "family", "", "AMI family, overriding the manifest's: AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows")
+	fs.StringVar(&o.style, "style", "", "whose user data, overriding the manifest's spec.template.userDataStyle: managed (EKS managed node groups) or eksctl (self-managed)")
+	fs.BoolVar(&o.cloudFormation, "cloudformation", false, "print the self-managed node group's CloudFormation template instead")
+	fs.BoolVar(&o.base64, "base64", false, "print the user data base64-encoded, as a launch template holds it")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig whose current context gives the endpoint, CA and cluster name (default: $KUBECONFIG, ~/.kube/config)")
+	fs.StringVar(&o.clusterName, "cluster-name", "", "the cluster's name (default: the kubeconfig's current cluster)")
+	fs.StringVar(&o.endpoint, "endpoint", "", "the API server's https:// URL (default: the kubeconfig's)")
+	fs.StringVar(&o.caFile, "ca-file", "", "the cluster CA bundle, PEM (default: the kubeconfig's)")
+	fs.StringVar(&o.serviceCIDR, "service-cidr", "10.100.0.0/16", "the cluster's service CIDR")
+	fs.StringVar(&o.dnsIP, "dns-cluster-ip", "", "the cluster DNS address (default: the service CIDR's .10)")
+}
+
+// Render writes the user data of the manifest's instances, or the self-managed node
+// group's CloudFormation template, to out; stdin is read for -f -.
+func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
+	if o.file == "" {
+		return fmt.Errorf("-f is required: the NodeGroup manifest to render (- for standard input)")
+	}
+	var style v1alpha1.UserDataStyle
+	switch userdata.Style(strings.ToLower(o.style)) {
+	case "":
+	case userdata.Managed:
+		style = v1alpha1.UserDataStyleManaged
+	case userdata.SelfManaged:
+		style = v1alpha1.UserDataStyleEksctl
+	default:
+		return fmt.Errorf("--style %q: want managed or eksctl", o.style)
+	}
+	var data []byte
+	var err error
+	if o.file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(o.file)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the NodeGroup manifest: %w", err)
+	}
+	tmpl, err := parseNodeGroup(data, o.file, style)
+	if err != nil {
+		return err
+	}
+	if o.family != "" {
+		if tmpl.Family, err = userdata.ParseFamily(o.family); err != nil {
+			return fmt.Errorf("--family: %w", err)
+		}
+	}
+	cluster, err := renderCluster(o)
+	if err != nil {
+		return err
+	}
+	if o.cloudFormation {
+		doc, err := userdata.RenderCloudFormation(cluster, tmpl)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(doc)
+		return err
+	}
+	ud, err := userdata.Render(cluster, tmpl)
+	if err != nil {
+		return err
+	}
+	binary := len(ud) > 1 && ud[0] == 0x1f && ud[1] == 0x8b
+	if o.base64 || binary {
+		_, err = fmt.Fprintln(out, base64.StdEncoding.EncodeToString(ud))
+		return err
+	}
+	_, err = out.Write(ud)
+	return err
+}
+
+// parseNodeGroup reads a NodeGroup manifest strictly, defaults and validates it, and
+// returns the template the controller renders from it; a style replaces the manifest's
+// spec.template.userDataStyle.
+func parseNodeGroup(data []byte, source string, style v1alpha1.UserDataStyle) (userdata.Template, error) {
+	var meta metav1.TypeMeta
+	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
+		return userdata.Template{}, fmt.Errorf("%s: not a NodeGroup manifest: %w", source, err)
+	}
+	if meta.Kind != "NodeGroup" || meta.APIVersion != v1alpha1.GroupVersion.String() {
+		return userdata.Template{}, fmt.Errorf("%s: kind %q, apiVersion %q: want a NodeGroup of %s", source, meta.Kind, meta.APIVersion, v1alpha1.GroupVersion)
+	}
+	var ng v1alpha1.NodeGroup
+	if err := sigsyaml.UnmarshalStrict(data, &ng); err != nil {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
+	}
+	if style != "" {
+		ng.Spec.Template.UserDataStyle = style
+	}
+	ng.Default()
+	if errs := ng.Validate(); len(errs) > 0 {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, errs.ToAggregate())
+	}
+	t, err := nodegroup.Template(&ng)
+	if err != nil {
+		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
+	}
+	sc := ng.Spec.Scaling
+	t.Scaling = &userdata.Scaling{Min: sc.MinSize, Max: sc.MaxSize, Desired: sc.Desired()}
+	return t, nil
+}
+
+// renderCluster takes the cluster from the flags, and what they leave out from the
+// kubeconfig's current context.
+func renderCluster(f *RenderOptions) (userdata.Cluster, error) {
+	c := userdata.Cluster{Name: f.clusterName, Endpoint: f.endpoint, ServiceCIDR: f.serviceCIDR, DNSClusterIP: f.dnsIP}
+	if f.caFile != "" {
+		ca, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return c, fmt.Errorf("--ca-file: %w", err)
+		}
+		if !strings.Contains(string(ca), "-----BEGIN CERTIFICATE-----") {
+			return c, fmt.Errorf("--ca-file %s: no PEM certificate in it", f.caFile)
+		}
+		c.CertificateAuthority = ca
+	}
+	if c.Name != "" && c.Endpoint != "" && len(c.CertificateAuthority) > 0 {
+		return c, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f.kubeconfig != "" {
+		rules.ExplicitPath = f.kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return c, fmt.Errorf("reading the kubeconfig for the cluster's endpoint and CA: %w (or give --cluster-name, --endpoint and --ca-file)", err)
+	}
+	ctx, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return c, fmt.Errorf("the kubeconfig has no current context; give --cluster-name, --endpoint and --ca-file, or --kubeconfig")
+	}
+	kc, ok := raw.Clusters[ctx.Cluster]
+	if !ok {
+		return c, fmt.Errorf("the kubeconfig's context %s names cluster %q, which it does not define", raw.CurrentContext, ctx.Cluster)
+	}
+	if c.Name == "" {
+		c.Name = ctx.Cluster
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = kc.Server
+	}
+	if len(c.CertificateAuthority) == 0 {
+		c.CertificateAuthority = kc.CertificateAuthorityData
+		if len(c.CertificateAuthority) == 0 && kc.CertificateAuthority != "" {
+			if c.CertificateAuthority, err = os.ReadFile(kc.CertificateAuthority); err != nil {
+				return c, fmt.Errorf("the kubeconfig's CA file: %w", err)
+			}
+		}
+		if len(c.CertificateAuthority) == 0 {
+			return c, fmt.Errorf("the kubeconfig's cluster %s has no CA; give --ca-file", ctx.Cluster)
+		}
+	}
+	return c, nil
+}
