@@ -6,7 +6,6 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
-	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
@@ -77,7 +76,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 			// The local cloud's Auto Scaling groups launch local instances.
 			Launcher: &asgAdapter{
 				ensure:  func(ctx context.Context) (*launcher.Launcher, error) { return sb.ensureLauncher(ctx, nil) },
-				current: sb.currentLauncher, kubelet: instance.KubeletKind(sb.opts.NodeGroupKubelet),
+				current: sb.currentLauncher, kubelet: sb.opts.NodeGroupKubelet,
 			},
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName})

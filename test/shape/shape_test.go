@@ -6,6 +6,7 @@ package shape
 import (
 	"bufio"
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,6 +40,7 @@ func root(t *testing.T) string {
 func goFiles(t *testing.T, top, dir string) map[string]int {
 	t.Helper()
 	lines := map[string]int{}
+	repo := os.DirFS(top)
 	err := filepath.WalkDir(filepath.Join(top, dir), func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -53,7 +55,7 @@ func goFiles(t *testing.T, top, dir string) map[string]int {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasPrefix(d.Name(), "zz_generated") {
 			return nil
 		}
-		data, err := os.ReadFile(path)
+		data, err := fs.ReadFile(repo, rel)
 		if err != nil {
 			return err
 		}
