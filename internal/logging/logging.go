@@ -1,4 +1,4 @@
-// Package logging builds the slog logger of nodejoin's three binaries from their -v and
+// Package logging builds the slog logger of nodejoin's binaries from their -v and
 // --log-format flags, and routes klog (client-go's logs) into it, so that every line a
 // binary writes to its standard error comes through one logger, in one format, filtered
 // by one verbosity.

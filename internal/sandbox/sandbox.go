@@ -3,13 +3,15 @@
 // controlplane), nodejoin-controller and the local cloud (sandbox/controller) in this
 // process, and local instances (sandbox/launcher, sandbox/instance) whose kubelets —
 // real or simulated — join it the way EKS nodes do. It orders the steps and follows the
-// joins; the parts live in its subpackages. Nothing here prints: the CLI does.
+// joins; the parts live in its subpackages. print.go renders its results as text
+// tables for the CLI, which chooses where and in which format they go.
 //
 // Calls between its files go one way, each calling only those listed before it (steps.go
 // and nodes.go fill in the Sandbox that up.go declares):
 //
 //	sandbox.go      options and result types
 //	progress.go     the progress events (sandbox/progress)
+//	print.go        text renderings of the results and of progress events
 //	statedir.go     a cluster's state directory: paths, records, teardown
 //	clusters.go, diagnose*.go, logs.go, images.go
 //	                get, list, delete, diagnose, export logs, images: a cluster by name,

@@ -1,4 +1,4 @@
-// Package cli holds what nodejoin's three commands share: the signal-aware Main that
+// Package cli holds what nodejoin's commands share: the signal-aware Main that
 // their one-line mains call, the logging flags, and the version subcommand.
 package cli
 
