@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	_ "embed" // the CRD manifest
 
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -527,4 +528,21 @@ type NodeGroupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeGroup `json:"items"`
+}
+
+// DecodeNodeGroup parses one NodeGroup manifest, YAML or JSON, strictly: an unknown
+// field, a duplicate key, a value of the wrong type or another apiVersion or kind is
+// an error naming the source, the line and the field. It neither defaults nor
+// validates.
+func DecodeNodeGroup(data []byte, source string) (*NodeGroup, error) {
+	var ng NodeGroup
+	_, err := strictyaml.Decode(data, source, &ng, strictyaml.Options{
+		APIVersion:   GroupVersion.String(),
+		Kind:         NodeGroupKind,
+		MultiDocHint: "give one NodeGroup",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ng, nil
 }
