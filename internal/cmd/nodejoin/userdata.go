@@ -94,7 +94,7 @@ func runRender(cmd *cobra.Command, f renderFlags) error {
 		return err
 	}
 	if f.family != "" {
-		if tmpl.Family, err = userdata.ParseFamily(f.family); err != nil {
+		if tmpl.Family, err = v1alpha1.ParseAMIFamily(f.family); err != nil {
 			return fmt.Errorf("--family: %w", err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
@@ -64,22 +66,22 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 		{Key: "example.com/spot", Effect: corev1.TaintEffectPreferNoSchedule},
 	}
 	for _, tc := range []struct {
-		family     userdata.Family
+		family     nodejoinv1alpha1.AMIFamily
 		style      userdata.Style
 		wantLabels map[string]string
 	}{
-		{userdata.AmazonLinux2023, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2023, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.AmazonLinux2, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.AmazonLinux2, userdata.SelfManaged, map[string]string{"team": "blue"}},
-		{userdata.AmazonLinux2023, userdata.SelfManaged, map[string]string{"team": "blue"}},
-		{userdata.Bottlerocket, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2023, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyBottlerocket, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.Bottlerocket, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyBottlerocket, userdata.SelfManaged, map[string]string{"team": "blue"}},
 	} {
 		t.Run(string(tc.family)+"/"+string(tc.style), func(t *testing.T) {
 			data, err := userdata.Render(cluster, userdata.Template{Family: tc.family, Style: tc.style, NodeGroupName: "workers",
