@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
@@ -118,14 +120,14 @@ func (l *asgLauncher) ensureAccess(ctx context.Context, w *workers, role string)
 
 // sniffFamily tells the AMI family a node's user data is written for, for the record:
 // nodeadm reads every format whatever the family.
-func sniffFamily(userData []byte) instance.AMIFamily {
+func sniffFamily(userData []byte) nodejoinv1alpha1.AMIFamily {
 	switch {
 	case bytes.HasPrefix(bytes.TrimSpace(userData), []byte("[settings")):
-		return instance.Bottlerocket
+		return nodejoinv1alpha1.AMIFamilyBottlerocket
 	case bytes.Contains(userData, []byte("/etc/eks/bootstrap.sh")):
-		return instance.AmazonLinux2
+		return nodejoinv1alpha1.AMIFamilyAmazonLinux2
 	}
-	return instance.AmazonLinux2023
+	return nodejoinv1alpha1.AMIFamilyAmazonLinux2023
 }
 
 // ensureWorkers returns the cluster's instance provider and workers, starting them

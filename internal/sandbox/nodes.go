@@ -225,7 +225,7 @@ func (l *launched) state() launchState {
 // launch starts n instances, a few at a time, and configures each. It returns at once;
 // the instances fill in as they go, and done closes when all have.
 func (w *workers) launch(ctx context.Context, o NodeOptions, report func(l *launched, step joinstatus.Step, at time.Time)) (ls []*launched, done <-chan struct{}) {
-	family, _ := instance.ParseAMIFamily(o.AMIFamily)
+	family := nodejoinv1alpha1.AMIFamily(o.AMIFamily) // parsed by NodeOptions.Validate
 	out := make([]*launched, o.Count)
 	for i := range out {
 		out[i] = &launched{}
@@ -438,7 +438,7 @@ func (w *workers) address(nameOrIP string) string {
 func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node, error) {
 	start := time.Now()
 	rep.report(Event{Kind: StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
-		o.Count, o.InstanceType, w.kubelet, w.identity, familyName(o.AMIFamily))})
+		o.Count, o.InstanceType, w.kubelet, w.identity, o.AMIFamily)})
 	pr := newJoinProgress(rep, o.Count, w.bootstrap())
 	ls, launchedAll := w.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if l.state().err != nil {
@@ -456,14 +456,6 @@ func (w *workers) run(ctx context.Context, o NodeOptions, rep *reporter) ([]Node
 	}
 	rep.report(Event{Kind: StepDone, Step: fmt.Sprintf("%d node(s) Ready", len(nodes)), Elapsed: time.Since(start)})
 	return nodes, nil
-}
-
-func familyName(s string) string {
-	f, err := instance.ParseAMIFamily(s)
-	if err != nil {
-		return s
-	}
-	return string(f)
 }
 
 // stop terminates every instance.

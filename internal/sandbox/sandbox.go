@@ -23,8 +23,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/localaws"
@@ -105,7 +109,7 @@ func (e *OptionError) Error() string { return fmt.Sprintf("%s %q: %s", e.Option,
 // Default node options.
 const (
 	DefaultInstanceType = "m5.large"
-	DefaultAMIFamily    = string(instance.AmazonLinux2023)
+	DefaultAMIFamily    = string(nodejoinv1alpha1.AMIFamilyAmazonLinux2023)
 	DefaultIdentity     = string(instance.IdentityAWSIAM)
 )
 
@@ -132,9 +136,11 @@ func (o *NodeOptions) Validate() error {
 	if o.Count < 0 {
 		return &OptionError{"nodes", fmt.Sprint(o.Count), "want 0 or more"}
 	}
-	if _, err := instance.ParseAMIFamily(o.AMIFamily); err != nil {
+	f, err := nodejoinv1alpha1.ParseAMIFamily(o.AMIFamily)
+	if err != nil || !slices.Contains(nodegroupuserdata.InstanceFamilies, f) {
 		return &OptionError{"ami-family", o.AMIFamily, "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket"}
 	}
+	o.AMIFamily = string(f)
 	if o.Identity != string(instance.IdentityAWSIAM) && o.Identity != string(instance.IdentityBootstrapToken) {
 		return &OptionError{"identity", o.Identity, "want aws-iam or bootstrap-token"}
 	}

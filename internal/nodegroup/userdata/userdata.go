@@ -1,16 +1,14 @@
-// Package userdata generates the user data of a node group's instances for every AMI
-// family, as EKS managed node groups (Style Managed) and eksctl's self-managed groups
-// (Style SelfManaged) generate it, and merges the user's own user data the way managed
-// node groups merge it. Output is deterministic: maps are sorted and the MIME boundary
-// is fixed.
+// Package userdata is nodejoin's one user-data encoder: it generates the user data of a
+// node group's instances for every AMI family (v1alpha1.AMIFamily), as EKS managed node
+// groups (Style Managed) and eksctl's self-managed groups (Style SelfManaged) generate
+// it, merges the user's own user data the way managed node groups merge it, and renders
+// the user data of one instance outside any group (RenderInstance, the sandbox's). Output
+// is deterministic: maps are sorted and the MIME boundary is fixed.
 //
 // Render returns the user data as the instance reads it from instance metadata; a
 // launch template's UserData is its base64 encoding. nodeadm's decoder
-// (internal/userdata) reads every form back; the package's property test checks that.
-//
-// It is over 600 lines because it writes five formats (a bootstrap.sh script, eksctl's
-// cloud-config, NodeConfig MIME, Bottlerocket TOML and PowerShell), merges three
-// (MIME, TOML, PowerShell), and renders the CloudFormation template, one file each.
+// (internal/userdata) reads every form back; the package's tests check that. It imports
+// the API types and nodeadm's configuration helpers, never the controller or sandbox.
 package userdata
 
 import (

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -112,7 +114,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	}
 	userData := spec.UserData
 	if len(userData) == 0 {
-		if userData, err = UserData(inst.AMIFamily, cluster, token); err != nil {
+		if userData, err = cluster.userData(inst.AMIFamily, token); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +217,7 @@ func (spec *Spec) complete(haveNamespace bool) error {
 		spec.InstanceType = "m5.large"
 	}
 	if spec.AMIFamily == "" {
-		spec.AMIFamily = AmazonLinux2023
+		spec.AMIFamily = nodejoinv1alpha1.AMIFamilyAmazonLinux2023
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := startSimNode(t, p, Spec{UserData: data, AMIFamily: AMIFamily(tc.family)})
+			n, err := startSimNode(t, p, Spec{UserData: data, AMIFamily: tc.family})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,16 +110,16 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 // refuse to start.
 func TestSimulatedNodeLocalFlagsAndRefusedLabels(t *testing.T) {
 	p := simProvider(t)
-	n, err := startSimNode(t, p, Spec{AMIFamily: AmazonLinux2})
+	n, err := startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyAmazonLinux2})
 	if err != nil || len(n.Labels) != 0 || len(n.Taints) != 0 {
 		t.Errorf("default user data: labels %v, taints %v, %v", n.Labels, n.Taints, err)
 	}
-	n, err = startSimNode(t, p, Spec{AMIFamily: Bottlerocket, KubeletFlags: []string{"--node-labels=team=docs", "--register-with-taints=a=b:NoExecute"}})
+	n, err = startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyBottlerocket, KubeletFlags: []string{"--node-labels=team=docs", "--register-with-taints=a=b:NoExecute"}})
 	if want := map[string]string{"team": "docs"}; err != nil || !reflect.DeepEqual(n.Labels, want) ||
 		!reflect.DeepEqual(n.Taints, []corev1.Taint{{Key: "a", Value: "b", Effect: corev1.TaintEffectNoExecute}}) {
 		t.Errorf("--kubelet-arg: labels %v, taints %v, %v", n.Labels, n.Taints, err)
 	}
-	_, err = startSimNode(t, p, Spec{AMIFamily: AmazonLinux2023, KubeletFlags: []string{"--node-labels=node-role.kubernetes.io/worker="}})
+	_, err = startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyAmazonLinux2023, KubeletFlags: []string{"--node-labels=node-role.kubernetes.io/worker="}})
 	if err == nil || !strings.Contains(err.Error(), "node-role.kubernetes.io/worker") {
 		t.Errorf("a label the kubelet refuses: %v", err)
 	}
