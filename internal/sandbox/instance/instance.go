@@ -32,7 +32,9 @@ import (
 	"github.com/nodejoin/nodejoin/internal/process"
 )
 
-// Instance is a launched local instance.
+// Instance is a handle on a launched local instance: its record, metadata endpoint
+// and processes. What the control plane trusts about an instance is not this but
+// internal/inventory's Instance, which it reads from the local EC2.
 type Instance struct {
 	Record
 	p        *Provider
