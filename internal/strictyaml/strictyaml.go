@@ -113,7 +113,9 @@ func (d *Doc) Line(path string) int {
 	return 0
 }
 
-// Decode parses data, which must hold one YAML or JSON object, into out (a pointer).
+// Decode parses data, which must hold one YAML or JSON document, into out (a pointer).
+// The document must be an object when out is a struct or map, or when opts want an
+// apiVersion and kind.
 func Decode(data []byte, source string, out any, opts Options) (*Doc, error) {
 	var root yamlv3.Node
 	dec := yamlv3.NewDecoder(bytes.NewReader(data))
@@ -196,10 +198,11 @@ func DecodeDocument(d Document, source string, out any, opts Options) (*Doc, err
 // check compares the tree with out's type: type meta, duplicates, unknown fields.
 func check(root *yamlv3.Node, source string, out any, opts Options) (*Doc, error) {
 	doc := docRoot(root)
-	if doc.Kind != yamlv3.MappingNode {
+	typed := opts.APIVersion != "" || opts.Kind != ""
+	if k := indirect(reflect.TypeOf(out)).Kind(); doc.Kind != yamlv3.MappingNode && (typed || k == reflect.Struct || k == reflect.Map) {
 		return nil, &Error{Source: source, Line: doc.Line, Msg: "not a YAML or JSON object"}
 	}
-	if opts.APIVersion != "" || opts.Kind != "" {
+	if typed {
 		if err := checkTypeMeta(doc, source, opts.APIVersion, opts.Kind); err != nil {
 			return nil, err
 		}
@@ -223,6 +226,13 @@ func decodeJSON(js []byte, doc *Doc, source string, out any, opts Options) error
 		return jsonError(doc, source, err, opts)
 	}
 	return nil
+}
+
+func indirect(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
 }
 
 func docRoot(n *yamlv3.Node) *yamlv3.Node {

@@ -100,6 +100,17 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+func TestDecodeList(t *testing.T) {
+	var items []inner
+	if _, err := Decode([]byte("- name: a\n- name: b\n  count: 2\n"), "l.yaml", &items, Options{}); err != nil || len(items) != 2 || items[1].Count != 2 {
+		t.Fatalf("%+v, %v", items, err)
+	}
+	_, err := Decode([]byte("- name: a\n- nmae: b\n"), "l.yaml", &items, Options{})
+	if err == nil || !strings.Contains(err.Error(), `l.yaml, line 2: field [1].nmae: unknown field (did you mean "name"?)`) {
+		t.Errorf("error %v", err)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	docs, err := Split([]byte("---\n"+good+"---\n---\napiVersion: example.io/v1\nkind: Thing\nbad: 1\n"), "s.yaml")
 	if err != nil {

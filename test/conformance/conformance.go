@@ -10,6 +10,8 @@
 package conformance
 
 import (
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
+
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -18,8 +20,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // List is the content of focus.yaml.
@@ -57,8 +57,8 @@ func Load(path string) (*List, error) {
 		return nil, fmt.Errorf("reading the focus file: %w", err)
 	}
 	var l List
-	if err := yaml.UnmarshalStrict(data, &l); err != nil {
-		return nil, fmt.Errorf("focus file %s: %w", path, err)
+	if _, err := strictyaml.Decode(data, path, &l, strictyaml.Options{}); err != nil {
+		return nil, err
 	}
 	if err := l.check(); err != nil {
 		return nil, fmt.Errorf("focus file %s: %w", path, err)
