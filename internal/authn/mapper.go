@@ -1,8 +1,6 @@
 package authn
 
 import (
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // User is the Kubernetes identity a caller maps to.

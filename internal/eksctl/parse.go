@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
 	yamlv3 "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Error is a problem in a ClusterConfig, located by field path and line.

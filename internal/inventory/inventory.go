@@ -15,8 +15,6 @@
 package inventory
 
 import (
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,6 +26,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Instance is what the inventory knows of an instance, whether it was found by node

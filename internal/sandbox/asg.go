@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"sync"
 
-	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-
 	"k8s.io/client-go/dynamic"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )

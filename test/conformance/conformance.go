@@ -10,8 +10,6 @@
 package conformance
 
 import (
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
-
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -20,6 +18,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // List is the content of focus.yaml.

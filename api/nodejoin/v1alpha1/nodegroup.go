@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // NodeGroupKind is the kind of NodeGroup.

@@ -14,12 +14,12 @@
 package v1alpha1
 
 import (
-	"github.com/nodejoin/nodejoin/internal/strictyaml"
-
 	"fmt"
 	"regexp"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Group, version and kind.

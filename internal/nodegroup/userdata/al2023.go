@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // al2023 is AL2023's MIME document of NodeConfig parts.

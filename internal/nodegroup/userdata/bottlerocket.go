@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // BottlerocketKubelet maps the kubelet configuration fields Bottlerocket has a setting

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // The CloudFormation template of a self-managed node group, as AWS's

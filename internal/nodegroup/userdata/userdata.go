@@ -12,8 +12,6 @@
 package userdata
 
 import (
-	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -23,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 )

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-
 	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
 

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
-
 	corev1 "k8s.io/api/core/v1"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
