@@ -7,6 +7,9 @@ import (
 	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
 
+// defaultAMIFamily is the family of a Spec that names none.
+const defaultAMIFamily = nodejoinv1alpha1.AMIFamilyAmazonLinux2023
+
 // ClusterInfo is what a node's user data must say about its cluster.
 type ClusterInfo struct {
 	Name        string

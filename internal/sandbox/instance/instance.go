@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/localaws"
@@ -31,9 +30,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/process"
 )
 
-// Instance is a handle on a launched local instance: its record, metadata endpoint
-// and processes. What the control plane trusts about an instance is not this but
-// internal/inventory's Instance, which it reads from the local EC2.
+// Instance is a handle on a launched local instance (the trusted record is inventory's).
 type Instance struct {
 	Record
 	p        *Provider
@@ -218,7 +215,7 @@ func (spec *Spec) complete(haveNamespace bool) error {
 		spec.InstanceType = "m5.large"
 	}
 	if spec.AMIFamily == "" {
-		spec.AMIFamily = nodejoinv1alpha1.AMIFamilyAmazonLinux2023
+		spec.AMIFamily = defaultAMIFamily
 	}
 	return nil
 }
