@@ -3,6 +3,7 @@ package strictyaml
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,7 +52,7 @@ func TestDecode(t *testing.T) {
 	}
 	var notes []string
 	for _, n := range doc.Notes {
-		notes = append(notes, n.Field+"="+n.Value+"@"+string(rune('0'+n.Line)))
+		notes = append(notes, n.Field+"="+n.Value+"@"+strconv.Itoa(n.Line))
 	}
 	if strings.Join(notes, " ") != "spare.b=[1, 2]@7 spare.c=3@7" {
 		t.Errorf("notes = %v", notes)
@@ -105,8 +106,8 @@ func TestDecodeList(t *testing.T) {
 	if _, err := Decode([]byte("- name: a\n- name: b\n  count: 2\n"), "l.yaml", &items, Options{}); err != nil || len(items) != 2 || items[1].Count != 2 {
 		t.Fatalf("%+v, %v", items, err)
 	}
-	_, err := Decode([]byte("- name: a\n- nmae: b\n"), "l.yaml", &items, Options{})
-	if err == nil || !strings.Contains(err.Error(), `l.yaml, line 2: field [1].nmae: unknown field (did you mean "name"?)`) {
+	_, err := Decode([]byte("- name: a\n- naem: b\n"), "l.yaml", &items, Options{})
+	if err == nil || !strings.Contains(err.Error(), `l.yaml, line 2: field [1].naem: unknown field (did you mean "name"?)`) {
 		t.Errorf("error %v", err)
 	}
 }
