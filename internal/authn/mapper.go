@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodejoin/nodejoin/internal/inventory"
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // User is the Kubernetes identity a caller maps to.
@@ -99,7 +99,7 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 		}
 	}
 	var maps []RoleMapping
-	if err := sigsyaml.UnmarshalStrict([]byte(cm.Data["mapRoles"]), &maps); err != nil {
+	if _, err := strictyaml.Decode([]byte(cm.Data["mapRoles"]), "aws-auth mapRoles", &maps, strictyaml.Options{}); err != nil {
 		report(fmt.Errorf("%w: mapRoles does not parse, so no role is mapped through it: %w", ErrAWSAuthInvalid, err))
 		return nil, nil
 	}

@@ -143,7 +143,7 @@ type converter struct {
 }
 
 func (c *converter) fail(field, msg, fix string) {
-	c.errs = append(c.errs, &Error{Source: c.file.Source, Line: c.file.line(field), Field: field, Msg: msg, Fix: fix})
+	c.errs = append(c.errs, &Error{Source: c.file.Source, Line: c.file.line(field), Field: field, Msg: msg, Hint: fix})
 }
 
 func (c *converter) ignore(field, value, reason string) {

@@ -76,7 +76,7 @@ func TestConvertErrors(t *testing.T) {
 		want      []string
 	}{
 		{"desired above max", head + "managedNodeGroups:\n  - name: ng\n    desiredCapacity: 5\n    maxSize: 3\n",
-			[]string{"line 7: managedNodeGroups[0].desiredCapacity: 5 is above maxSize 3 (lower desiredCapacity or raise maxSize)"}},
+			[]string{"line 7: field managedNodeGroups[0].desiredCapacity: 5 is above maxSize 3 (lower desiredCapacity or raise maxSize)"}},
 		{"desired below min", head + "nodeGroups:\n  - name: ng\n    desiredCapacity: 1\n    minSize: 3\n",
 			[]string{"nodeGroups[0].desiredCapacity: 1 is below minSize 3"}},
 		{"both instance type fields", head + "managedNodeGroups:\n  - name: ng\n    instanceType: m5.large\n    instanceTypes: [m5.xlarge]\n",
@@ -86,7 +86,7 @@ func TestConvertErrors(t *testing.T) {
 		{"reserved label", head + "managedNodeGroups:\n  - name: ng\n    labels: {kubernetes.io/role: x}\n",
 			[]string{"managedNodeGroups[0].labels.kubernetes.io/role: the kubernetes.io/ and k8s.io/ prefixes are reserved"}},
 		{"bad taint effect", head + "managedNodeGroups:\n  - name: ng\n    taints: [{key: a, value: b, effect: NoWay}]\n",
-			[]string{`line 7: managedNodeGroups[0].taints[0].effect: "NoWay" is not a taint effect (use NoSchedule, PreferNoSchedule or NoExecute)`}},
+			[]string{`line 7: field managedNodeGroups[0].taints[0].effect: "NoWay" is not a taint effect (use NoSchedule, PreferNoSchedule or NoExecute)`}},
 		{"update config both", head + "managedNodeGroups:\n  - name: ng\n    updateConfig: {maxUnavailable: 1, maxUnavailablePercentage: 20}\n",
 			[]string{"managedNodeGroups[0].updateConfig: both maxUnavailable and maxUnavailablePercentage are set"}},
 		{"maxUnavailable above max", head + "managedNodeGroups:\n  - name: ng\n    maxSize: 2\n    updateConfig: {maxUnavailable: 3}\n",

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -20,30 +19,23 @@ func FuzzFileInventory(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		byNode, byID, err := parseFile(data)
+		byNode, byID, err := parseFile(data, "fuzz")
 		if err != nil {
 			return
 		}
 		if len(byNode) != len(byID) {
 			t.Fatalf("%d nodes but %d instances", len(byNode), len(byID))
 		}
-		out := map[string]*fileEntry{}
 		for node, inst := range byNode {
 			if byID[inst.ID] != inst {
 				t.Fatalf("node %s: instance %s is not the one its ID finds", node, inst.ID)
 			}
-			e := &fileEntry{ID: inst.ID, State: inst.State, AccountID: inst.AccountID, Role: inst.Role, RoleARN: inst.RoleARN,
-				PrivateDNSName: inst.PrivateDNSName, DNSNames: inst.DNSNames}
-			for _, ip := range inst.IPs {
-				e.IPs = append(e.IPs, ip.String())
-			}
-			out[node] = e
 		}
-		again, err := json.Marshal(out)
+		again, err := Encode(byNode)
 		if err != nil {
 			t.Fatal(err)
 		}
-		byNode2, _, err := parseFile(again)
+		byNode2, _, err := parseFile(again, "again")
 		if err != nil {
 			t.Fatalf("re-encoded inventory %s: %v", again, err)
 		}
@@ -56,7 +48,7 @@ func FuzzFileInventory(f *testing.F) {
 // Two node names claiming one instance would make the instance found by ID depend on
 // map order; the file is refused instead.
 func TestFileRefusesTwoNodesOfOneInstance(t *testing.T) {
-	_, _, err := parseFile([]byte(`{"a": {"id": "i-1"}, "b": {"id": "i-1"}}`))
+	_, _, err := parseFile([]byte(`{"a": {"id": "i-1"}, "b": {"id": "i-1"}}`), "t")
 	if err == nil || err.Error() != "nodes a and b both name instance i-1" {
 		t.Fatalf("parseFile = %v, want the two nodes named", err)
 	}

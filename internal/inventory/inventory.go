@@ -4,9 +4,14 @@
 // webhook checks that a token's session is a running instance with the token's role;
 // the node initializer checks a Node against its instance.
 //
-// It owns the one model of an instance, Instance, and the one "not found" answer,
-// ErrNotFound. Its users declare the one-method interface they need (csr.Inventory,
-// authn.Instances, nodeinit.Inventory), which File and EC2 satisfy.
+// It owns the one model of an instance, Instance, the one "not found" answer,
+// ErrNotFound, and the file format (File reads it, Encode writes it). Its users declare
+// the one-method interface they need (csr.Inventory, authn.Instances,
+// cloudnode.Inventory), which File and EC2 satisfy. Other packages' instance types are
+// other things: sandbox/instance.Instance is a handle on a running local instance (its
+// namespace and processes), ipamd's cloud.InstanceMetadata is what IMDS tells a node
+// about itself, and internal/localaws's Instance is the EC2 emulator's own record. It
+// imports internal/strictyaml and the AWS SDK.
 package inventory
 
 import (
@@ -15,13 +20,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Instance is what the inventory knows of an instance, whether it was found by node
@@ -91,26 +97,21 @@ func (f *File) load() error {
 	if bytes.Equal(data, f.raw) {
 		return nil
 	}
-	byNode, byID, err := parseFile(data)
+	byNode, byID, err := parseFile(data, f.Path)
 	if err != nil {
-		return fmt.Errorf("inventory %s: %w", f.Path, err)
+		return fmt.Errorf("inventory: %w", err)
 	}
 	f.raw, f.byNode, f.byID = data, byNode, byID
 	return nil
 }
 
-// parseFile decodes a file inventory strictly (unknown fields are errors) into its
-// instances by node name and by ID. Every instance has an ID, no two nodes name the same
-// instance, and every address parses.
-func parseFile(data []byte) (byNode, byID map[string]*Instance, err error) {
+// parseFile decodes a file inventory (JSON, or YAML) strictly, with internal/strictyaml:
+// unknown fields and duplicate keys are errors naming their line. Every instance has
+// an ID, no two nodes name the same instance, and every address parses.
+func parseFile(data []byte, source string) (byNode, byID map[string]*Instance, err error) {
 	var entries map[string]*fileEntry
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&entries); err != nil {
+	if _, err := strictyaml.Decode(data, source, &entries, strictyaml.Options{}); err != nil {
 		return nil, nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, errors.New("data after the JSON object")
 	}
 	byNode, byID = map[string]*Instance{}, map[string]*Instance{}
 	nodeOf := map[string]string{}
@@ -140,6 +141,20 @@ func parseFile(data []byte) (byNode, byID map[string]*Instance, err error) {
 		byNode[node], byID[e.ID] = inst, inst
 	}
 	return byNode, byID, nil
+}
+
+// Encode writes instances, keyed by node name, in File's format.
+func Encode(byNode map[string]*Instance) ([]byte, error) {
+	out := make(map[string]*fileEntry, len(byNode))
+	for node, inst := range byNode {
+		e := &fileEntry{ID: inst.ID, State: inst.State, AccountID: inst.AccountID, Role: inst.Role, RoleARN: inst.RoleARN,
+			PrivateDNSName: inst.PrivateDNSName, DNSNames: inst.DNSNames}
+		for _, ip := range inst.IPs {
+			e.IPs = append(e.IPs, ip.String())
+		}
+		out[node] = e
+	}
+	return json.Marshal(out)
 }
 
 // InstanceForNode returns the instance behind a node name, or ErrNotFound.

@@ -73,11 +73,11 @@ func (n *nodeGroupOptions) config(ctx context.Context, o *Options, cfg *Config) 
 	c.CertificateAuthority = ca
 	amis := map[v1alpha1.AMIFamily]string{}
 	for fam, ami := range n.amis {
-		f, err := userdata.ParseFamily(fam)
+		f, err := v1alpha1.ParseAMIFamily(fam)
 		if err != nil {
 			return fmt.Errorf("--nodegroup-ami: %w", err)
 		}
-		amis[v1alpha1.AMIFamily(f)] = ami
+		amis[f] = ami
 	}
 	var lo []func(*config.LoadOptions) error
 	if o.awsRegion != "" {

@@ -2,12 +2,12 @@ package manager_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,20 +32,14 @@ func TestWorkersSettleEachCSROnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
-	type entry struct {
-		ID             string   `json:"id"`
-		State          string   `json:"state"`
-		PrivateDNSName string   `json:"privateDnsName"`
-		DNSNames       []string `json:"dnsNames"`
-		IPs            []string `json:"ips"`
-	}
-	inv := map[string]entry{}
+	inv := map[string]*inventory.Instance{}
 	name := func(i int) string { return fmt.Sprintf("ip-198-18-1-%d.local.internal", i) }
 	ip := func(i int) string { return fmt.Sprintf("198.18.1.%d", i) }
 	for i := range nodes {
-		inv[name(i)] = entry{ID: fmt.Sprintf("i-%017d", i), State: "running", PrivateDNSName: name(i), DNSNames: []string{name(i)}, IPs: []string{ip(i)}}
+		inv[name(i)] = &inventory.Instance{ID: fmt.Sprintf("i-%017d", i), State: "running", PrivateDNSName: name(i), DNSNames: []string{name(i)},
+			IPs: []netip.Addr{netip.MustParseAddr(ip(i))}}
 	}
-	data, err := json.Marshal(inv)
+	data, err := inventory.Encode(inv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func Template(ng *v1alpha1.NodeGroup) (userdata.Template, error) {
 		}
 	}
 	t := userdata.Template{
-		Family: userdata.Family(tp.AMIFamily), Style: style, NodeGroupName: ng.Name,
+		Family: tp.AMIFamily, Style: style, NodeGroupName: ng.Name,
 		CapacityType: string(tp.CapacityType), Labels: labels, Taints: tp.Taints, Kubelet: kubelet, MaxPods: tp.MaxPods,
 		PreBootstrapCommands: tp.PreBootstrapCommands, UserData: tp.UserData, AMIID: tp.AMIID,
 	}

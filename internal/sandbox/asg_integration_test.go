@@ -47,7 +47,7 @@ func TestAutoScalingLaunchesLocalInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, err := nodegroupuserdata.Render(nodegroupuserdata.Cluster{Name: "asgx", Endpoint: sb.cluster.InternalEndpoint(), CertificateAuthority: caPEM,
-		ServiceCIDR: sb.cluster.Options().ServiceCIDR.String()}, nodegroupuserdata.Template{Family: nodegroupuserdata.AmazonLinux2023,
+		ServiceCIDR: sb.cluster.Options().ServiceCIDR.String()}, nodegroupuserdata.Template{Family: nodejoinv1alpha1.AMIFamilyAmazonLinux2023,
 		Style: nodegroupuserdata.Managed, NodeGroupName: "ng1", InstanceType: "m5.large"})
 	if err != nil {
 		t.Fatal(err)

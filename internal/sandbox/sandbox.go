@@ -27,8 +27,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
+	nodegroupuserdata "github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
@@ -78,12 +83,12 @@ type Options struct {
 
 // NodeOptions say which nodes to launch.
 type NodeOptions struct {
-	Count        int                  `json:"count"`
-	InstanceType string               `json:"instanceType,omitempty"`
-	AMIFamily    instance.AMIFamily   `json:"amiFamily,omitempty"`
-	Identity     instance.Identity    `json:"identity,omitempty"`
-	Kubelet      instance.KubeletKind `json:"kubelet,omitempty"`
-	Timeout      time.Duration        `json:"timeout,omitempty"`
+	Count        int                        `json:"count"`
+	InstanceType string                     `json:"instanceType,omitempty"`
+	AMIFamily    nodejoinv1alpha1.AMIFamily `json:"amiFamily,omitempty"`
+	Identity     instance.Identity          `json:"identity,omitempty"`
+	Kubelet      instance.KubeletKind       `json:"kubelet,omitempty"`
+	Timeout      time.Duration              `json:"timeout,omitempty"`
 	// KubeletFlags are extra kubelet flags, through a local NodeConfig.
 	KubeletFlags []string `json:"kubeletFlags,omitempty"`
 	// CredentialsOf is another node (name or instance ID) whose role credentials the
@@ -107,7 +112,7 @@ func (e *OptionError) Error() string { return fmt.Sprintf("%s %q: %s", e.Option,
 // Default node options.
 const (
 	DefaultInstanceType = "m5.large"
-	DefaultAMIFamily    = instance.AmazonLinux2023
+	DefaultAMIFamily    = nodejoinv1alpha1.AMIFamilyAmazonLinux2023
 	DefaultIdentity     = instance.IdentityAWSIAM
 )
 
@@ -134,9 +139,13 @@ func (o *NodeOptions) Validate() error {
 	if o.Count < 0 {
 		return &OptionError{"nodes", fmt.Sprint(o.Count), "want 0 or more"}
 	}
-	family, err := instance.ParseAMIFamily(string(o.AMIFamily))
-	if err != nil {
-		return &OptionError{"ami-family", string(o.AMIFamily), "want one of AmazonLinux2023, AmazonLinux2, Bottlerocket"}
+	family, err := nodejoinv1alpha1.ParseAMIFamily(string(o.AMIFamily))
+	if err != nil || !slices.Contains(nodegroupuserdata.InstanceFamilies, family) {
+		names := make([]string, len(nodegroupuserdata.InstanceFamilies))
+		for i, f := range nodegroupuserdata.InstanceFamilies {
+			names[i] = string(f)
+		}
+		return &OptionError{"ami-family", string(o.AMIFamily), "want one of " + strings.Join(names, ", ")}
 	}
 	o.AMIFamily = family
 	if o.Identity != instance.IdentityAWSIAM && o.Identity != instance.IdentityBootstrapToken {

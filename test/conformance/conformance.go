@@ -19,7 +19,7 @@ import (
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // List is the content of focus.yaml.
@@ -57,8 +57,8 @@ func Load(path string) (*List, error) {
 		return nil, fmt.Errorf("reading the focus file: %w", err)
 	}
 	var l List
-	if err := yaml.UnmarshalStrict(data, &l); err != nil {
-		return nil, fmt.Errorf("focus file %s: %w", path, err)
+	if _, err := strictyaml.Decode(data, path, &l, strictyaml.Options{}); err != nil {
+		return nil, err
 	}
 	if err := l.check(); err != nil {
 		return nil, fmt.Errorf("focus file %s: %w", path, err)

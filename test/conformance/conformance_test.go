@@ -51,7 +51,7 @@ func TestLoadRejects(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"empty focus", "focus: []\n", "no test in focus"},
-		{"unknown field", "focus:\n- name: a\n  title: b\n", `unknown field "title"`},
+		{"unknown field", "focus:\n- name: a\n  title: b\n", `line 3: field focus[0].title: unknown field`},
 		{"empty name", "focus:\n- name: ''\n", "name is empty"},
 		{"white space", "focus:\n- name: 'a  b'\n", "extra white space"},
 		{"twice", "focus:\n- name: a\n- name: a\n", "listed twice"},

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,11 @@ func FuzzDecode(f *testing.F) {
 		cfg, err := Decode(data, "fuzz")
 		if err == nil && cfg == nil {
 			t.Fatal("nil config without error")
+		}
+		// Every error names the document and is a located DecodeError.
+		var de *DecodeError
+		if err != nil && (!strings.HasPrefix(err.Error(), "fuzz") || !errors.As(err, &de)) {
+			t.Fatalf("error %q does not name the document or is not a *DecodeError", err)
 		}
 	})
 }

@@ -2,11 +2,16 @@ package v1alpha1
 
 import (
 	_ "embed" // the CRD manifest
+	"errors"
+	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // NodeGroupKind is the kind of NodeGroup.
@@ -36,6 +41,27 @@ const (
 
 // AMIFamilies lists the families in a fixed order.
 var AMIFamilies = []AMIFamily{AMIFamilyAmazonLinux2, AMIFamilyAmazonLinux2023, AMIFamilyBottlerocket, AMIFamilyWindows}
+
+// ParseAMIFamily accepts a family as EKS and eksctl spell it (AL2, AL2023, and any
+// Windows Server variant such as WindowsServer2022FullContainer), in any case. It is
+// for the edges (flags, files); inside nodejoin families travel as AMIFamily.
+func ParseAMIFamily(s string) (AMIFamily, error) {
+	l := strings.ToLower(s)
+	switch {
+	case l == "amazonlinux2023" || l == "al2023":
+		return AMIFamilyAmazonLinux2023, nil
+	case l == "amazonlinux2" || l == "al2":
+		return AMIFamilyAmazonLinux2, nil
+	case l == "bottlerocket":
+		return AMIFamilyBottlerocket, nil
+	case l == "windows" || strings.HasPrefix(l, "windowsserver"):
+		return AMIFamilyWindows, nil
+	}
+	return "", fmt.Errorf("AMI family %q: %w", s, ErrUnknownAMIFamily)
+}
+
+// ErrUnknownAMIFamily reports a family name ParseAMIFamily does not know.
+var ErrUnknownAMIFamily = errors.New("want one of AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows")
 
 // UserDataStyle says whose user data a group's instances boot with.
 // +kubebuilder:validation:Enum=Managed;Eksctl
@@ -527,4 +553,21 @@ type NodeGroupList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeGroup `json:"items"`
+}
+
+// DecodeNodeGroup parses one NodeGroup manifest, YAML or JSON, strictly: an unknown
+// field, a duplicate key, a value of the wrong type or another apiVersion or kind is
+// an error naming the source, the line and the field. It neither defaults nor
+// validates.
+func DecodeNodeGroup(data []byte, source string) (*NodeGroup, error) {
+	var ng NodeGroup
+	_, err := strictyaml.Decode(data, source, &ng, strictyaml.Options{
+		APIVersion:   GroupVersion.String(),
+		Kind:         NodeGroupKind,
+		MultiDocHint: "give one NodeGroup",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ng, nil
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -199,5 +200,17 @@ func TestMaxUnavailableNodes(t *testing.T) {
 		if got := c.u.MaxUnavailableNodes(c.desired); got != c.want {
 			t.Errorf("MaxUnavailableNodes(%d) of %+v = %d, want %d", c.desired, c.u, got, c.want)
 		}
+	}
+}
+
+func TestParseAMIFamily(t *testing.T) {
+	for in, want := range map[string]AMIFamily{"al2": AMIFamilyAmazonLinux2, "AL2023": AMIFamilyAmazonLinux2023, "bottlerocket": AMIFamilyBottlerocket, "WindowsServer2022FullContainer": AMIFamilyWindows, "windows": AMIFamilyWindows} {
+		if got, err := ParseAMIFamily(in); err != nil || got != want {
+			t.Errorf("ParseAMIFamily(%q) = %q, %v", in, got, err)
+		}
+	}
+	_, err := ParseAMIFamily("Ubuntu2204")
+	if !errors.Is(err, ErrUnknownAMIFamily) || !strings.Contains(err.Error(), `AMI family "Ubuntu2204": want one of AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows`) {
+		t.Errorf("error %v", err)
 	}
 }

@@ -14,13 +14,12 @@
 package v1alpha1
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Group, version and kind.
@@ -56,18 +55,9 @@ func ValidBootstrapToken(s string) bool { return bootstrapTokenRE.MatchString(s)
 // DecodeNodeJoinConfig parses a NodeJoinConfig strictly and checks it. Errors never
 // quote the token.
 func DecodeNodeJoinConfig(data []byte, source string) (*NodeJoinConfig, error) {
-	js, err := sigsyaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
-	}
 	var c NodeJoinConfig
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: NodeJoinConfig: %w", source, err)
-	}
-	if c.APIVersion != APIVersion || c.Kind != NodeJoinConfigKind {
-		return nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", source, APIVersion, NodeJoinConfigKind, c.APIVersion, c.Kind)
+	if _, err := strictyaml.Decode(data, source, &c, strictyaml.Options{APIVersion: APIVersion, Kind: NodeJoinConfigKind}); err != nil {
+		return nil, err
 	}
 	if t := c.Spec.BootstrapToken; t != "" && !bootstrapTokenRE.MatchString(t) {
 		return nil, fmt.Errorf("%s: spec.bootstrapToken is not a bootstrap token (want 6 then 16 characters of [a-z0-9], joined by '.')", source)

@@ -13,8 +13,8 @@ func TestDecodeNodeJoinConfig(t *testing.T) {
 	}
 	for doc, want := range map[string]string{
 		strings.Replace(good, "abcdef.0123456789abcdef", "ABCDEF.0123456789abcdef", 1): "is not a bootstrap token",
-		strings.Replace(good, "bootstrapToken", "bootstrapTokn", 1):                    `unknown field "bootstrapTokn"`,
-		strings.Replace(good, "NodeJoinConfig", "NodeConfig", 1):                       "want apiVersion nodejoin.io/v1alpha1, kind NodeJoinConfig",
+		strings.Replace(good, "bootstrapToken", "bootstrapTokn", 1):                    `part 2, line 4: field spec.bootstrapTokn: unknown field (did you mean "bootstrapToken"?)`,
+		strings.Replace(good, "NodeJoinConfig", "NodeConfig", 1):                       "not a NodeJoinConfig: kind \"NodeConfig\" of apiVersion \"nodejoin.io/v1alpha1\" (want apiVersion: nodejoin.io/v1alpha1, kind: NodeJoinConfig)",
 	} {
 		_, err := DecodeNodeJoinConfig([]byte(doc), "part 2")
 		if err == nil || !strings.Contains(err.Error(), want) {

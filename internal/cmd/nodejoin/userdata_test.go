@@ -131,9 +131,9 @@ func TestUserdataRenderErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"userdata", "render"}, "-f is required"},
-		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `kind "Pod", apiVersion "v1": want a NodeGroup of nodejoin.io/v1alpha1`},
+		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `not a NodeGroup: kind "Pod" of apiVersion "v1" (want apiVersion: nodejoin.io/v1alpha1, kind: NodeGroup)`},
 		{append([]string{"userdata", "render", "-f", ng, "--family", "Ubuntu"}, clusterFlags...), `--family: AMI family "Ubuntu"`},
-		{append([]string{"userdata", "render", "-f", typo}, clusterFlags...), `unknown field "amiFamilly"`},
+		{append([]string{"userdata", "render", "-f", typo}, clusterFlags...), `field spec.template.amiFamilly: unknown field (did you mean "amiFamily"?)`},
 		{append([]string{"userdata", "render", "-f", invalid}, clusterFlags...), "spec.scaling.maxSize: Invalid value: 0: must be at least 1"},
 		{append([]string{"userdata", "render", "-f", ng, "--style", "karpenter"}, clusterFlags...), `--style "karpenter": want managed or eksctl`},
 		{append([]string{"userdata", "render", "-f", ng, "--cloudformation", "--family", "Bottlerocket"}, clusterFlags...), "rendered for AmazonLinux2 and AmazonLinux2023, not Bottlerocket"},

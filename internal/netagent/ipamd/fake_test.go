@@ -308,8 +308,8 @@ func (f *fakeEC2) DeleteENI(ctx context.Context, eniID string) error {
 // fakeMetadata answers IMDS from the fake EC2's state.
 type fakeMetadata struct{ ec2 *fakeEC2 }
 
-func (m fakeMetadata) Instance(context.Context) (cloud.Instance, error) {
-	return cloud.Instance{
+func (m fakeMetadata) Instance(context.Context) (cloud.InstanceMetadata, error) {
+	return cloud.InstanceMetadata{
 		ID: m.ec2.instance, Type: "t3.test", Region: "us-west-2", AvailabilityZone: "us-west-2a",
 		PrimaryMAC: "02:00:00:00:00:00", PrimaryIP: netip.MustParseAddr("198.18.0.11"), PrimaryENIID: "eni-primary",
 		VPCID: "vpc-1", SubnetID: "subnet-1", SubnetCIDR: m.ec2.subnet, SecurityGroupIDs: []string{"sg-1"},

@@ -85,7 +85,7 @@ type Daemon struct {
 	m     *metrics
 	store *datastore.Store
 
-	inst    cloud.Instance
+	inst    cloud.InstanceMetadata
 	limits  pool.Limits
 	maxPods int
 

@@ -1,18 +1,15 @@
 package client
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
-	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/equality"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
+	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
 
 // Loaded is what a -f file holds.
@@ -55,39 +52,25 @@ func Load(data []byte, source string) (*Loaded, error) {
 		return l, validate(l)
 	}
 	l := &Loaded{Source: source, Format: FormatNodeGroup}
-	dec := yamlv3.NewDecoder(bytes.NewReader(data))
-	for i := 1; ; i++ {
-		var doc yamlv3.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: not YAML: %w", source, i, err)
-		}
-		if len(doc.Content) == 0 || doc.Content[0].Kind == yamlv3.ScalarNode && doc.Content[0].Tag == "!!null" {
-			continue // an empty document, as between two "---"
-		}
-		raw, err := yamlv3.Marshal(&doc)
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", source, i, err)
-		}
-		var head struct{ APIVersion, Kind string }
-		_ = sigsyaml.Unmarshal(raw, &head)
-		if head.APIVersion != v1alpha1.GroupVersion.String() || head.Kind != v1alpha1.NodeGroupKind {
+	docs, err := strictyaml.Split(data, source)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range docs {
+		if av, kind := doc.Head(); av != v1alpha1.GroupVersion.String() || kind != v1alpha1.NodeGroupKind {
 			return nil, fmt.Errorf("%s: document %d (line %d) is apiVersion %q kind %q: want a NodeGroup (apiVersion %s) or an eksctl ClusterConfig (apiVersion %s)",
-				source, i, doc.Line, head.APIVersion, head.Kind, v1alpha1.GroupVersion, eksctl.APIVersion)
+				source, doc.Index, doc.Line, av, kind, v1alpha1.GroupVersion, eksctl.APIVersion)
 		}
 		var ng v1alpha1.NodeGroup
-		if err := sigsyaml.UnmarshalStrict(raw, &ng); err != nil {
-			return nil, fmt.Errorf("%s: document %d (line %d): %w", source, i, doc.Line, err)
+		if _, err := strictyaml.DecodeDocument(doc, source, &ng, strictyaml.Options{}); err != nil {
+			return nil, err
 		}
 		if ng.Name == "" {
-			return nil, fmt.Errorf("%s: document %d (line %d): metadata.name: missing; name the group", source, i, doc.Line)
+			return nil, fmt.Errorf("%s: document %d (line %d): metadata.name: missing; name the group", source, doc.Index, doc.Line)
 		}
 		for _, prev := range l.NodeGroups {
 			if prev.Name == ng.Name {
-				return nil, fmt.Errorf("%s: document %d (line %d): node group %s is given twice", source, i, doc.Line, ng.Name)
+				return nil, fmt.Errorf("%s: document %d (line %d): node group %s is given twice", source, doc.Index, doc.Line, ng.Name)
 			}
 		}
 		l.NodeGroups = append(l.NodeGroups, ng)

@@ -142,7 +142,8 @@ spec:
 	}
 
 	for doc, want := range map[string]string{
-		"apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: a}\nspec: {scaling: {minSize: 1, maxSize: 2}, template: {}, colour: red}\n": `unknown field "colour"`,
+		"apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: a}\nspec: {scaling: {minSize: 1, maxSize: 2}, template: {}, colour: red}\n":                                                                              `f.yaml, line 4: field spec.colour: unknown field`,
+		"apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: a}\n---\napiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: b}\nspec: {scaling: {minSize: 1, maxSize: 2}, template: {amiFamilly: x}}\n": `f.yaml, line 8: field spec.template.amiFamilly: unknown field (did you mean "amiFamily"?)`,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n":                                                                            `document 1 (line 1) is apiVersion "v1" kind "ConfigMap": want a NodeGroup`,
 		"apiVersion: nodejoin.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: a}\nspec: {scaling: {minSize: 3, maxSize: 2}, template: {}}\n": "node group a: spec.scaling",
 		"apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: demo}\n":                                                     "has no nodeGroups or managedNodeGroups",

@@ -8,9 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
@@ -72,7 +70,7 @@ func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 		return err
 	}
 	if o.family != "" {
-		if tmpl.Family, err = userdata.ParseFamily(o.family); err != nil {
+		if tmpl.Family, err = v1alpha1.ParseAMIFamily(o.family); err != nil {
 			return fmt.Errorf("--family: %w", err)
 		}
 	}
@@ -105,16 +103,9 @@ func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 // returns the template the controller renders from it; a style replaces the manifest's
 // spec.template.userDataStyle.
 func parseNodeGroup(data []byte, source string, style v1alpha1.UserDataStyle) (userdata.Template, error) {
-	var meta metav1.TypeMeta
-	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
-		return userdata.Template{}, fmt.Errorf("%s: not a NodeGroup manifest: %w", source, err)
-	}
-	if meta.Kind != "NodeGroup" || meta.APIVersion != v1alpha1.GroupVersion.String() {
-		return userdata.Template{}, fmt.Errorf("%s: kind %q, apiVersion %q: want a NodeGroup of %s", source, meta.Kind, meta.APIVersion, v1alpha1.GroupVersion)
-	}
-	var ng v1alpha1.NodeGroup
-	if err := sigsyaml.UnmarshalStrict(data, &ng); err != nil {
-		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
+	ng, err := v1alpha1.DecodeNodeGroup(data, source)
+	if err != nil {
+		return userdata.Template{}, err
 	}
 	if style != "" {
 		ng.Spec.Template.UserDataStyle = style
@@ -123,7 +114,7 @@ func parseNodeGroup(data []byte, source string, style v1alpha1.UserDataStyle) (u
 	if errs := ng.Validate(); len(errs) > 0 {
 		return userdata.Template{}, fmt.Errorf("%s: %w", source, errs.ToAggregate())
 	}
-	t, err := nodegroup.Template(&ng)
+	t, err := nodegroup.Template(ng)
 	if err != nil {
 		return userdata.Template{}, fmt.Errorf("%s: %w", source, err)
 	}

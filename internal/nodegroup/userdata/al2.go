@@ -11,6 +11,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 )
 
@@ -40,7 +41,7 @@ func (r *renderer) serviceCIDRFlags() []string {
 // al2Managed is EKS's AL2 bootstrap script, after the user's MIME parts.
 func (r *renderer) al2Managed() ([]byte, error) {
 	if len(r.t.Kubelet) > 0 {
-		return nil, fmt.Errorf("node group %s: kubelet configuration is not supported for %s managed groups: EKS's bootstrap.sh takes none; use %s, or style %s (eksctl's kubelet-extra.json)", r.t.NodeGroupName, AmazonLinux2, AmazonLinux2023, SelfManaged)
+		return nil, fmt.Errorf("node group %s: kubelet configuration is not supported for %s managed groups: EKS's bootstrap.sh takes none; use %s, or style %s (eksctl's kubelet-extra.json)", r.t.NodeGroupName, v1alpha1.AMIFamilyAmazonLinux2, v1alpha1.AMIFamilyAmazonLinux2023, SelfManaged)
 	}
 	var parts []part
 	parts = append(parts, shellParts(r.t.PreBootstrapCommands)...)

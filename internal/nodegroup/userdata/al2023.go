@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // al2023 is AL2023's MIME document of NodeConfig parts.
@@ -19,7 +21,7 @@ import (
 // with maxPods alone when set, then the user's user data (eksctl's override) last.
 func (r *renderer) al2023() ([]byte, error) {
 	if r.c.ServiceCIDR == "" {
-		return nil, fmt.Errorf("node group %s: %s user data needs the cluster's service CIDR (NodeConfig spec.cluster.cidr is required)", r.t.NodeGroupName, AmazonLinux2023)
+		return nil, fmt.Errorf("node group %s: %s user data needs the cluster's service CIDR (NodeConfig spec.cluster.cidr is required)", r.t.NodeGroupName, v1alpha1.AMIFamilyAmazonLinux2023)
 	}
 	var user []part
 	var err error

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // BottlerocketKubelet maps the kubelet configuration fields Bottlerocket has a setting
@@ -58,12 +60,12 @@ const adminComment = "Bottlerocket Admin Container"
 func (r *renderer) bottlerocket() ([]byte, error) {
 	where := "node group " + r.t.NodeGroupName
 	if len(r.t.PreBootstrapCommands) > 0 {
-		return nil, fmt.Errorf("%s: preBootstrapCommands are not supported for %s (it runs no shell at boot); use settings.bootstrap-commands in user data", where, Bottlerocket)
+		return nil, fmt.Errorf("%s: preBootstrapCommands are not supported for %s (it runs no shell at boot); use settings.bootstrap-commands in user data", where, v1alpha1.AMIFamilyBottlerocket)
 	}
 	user := map[string]any{}
 	if strings.TrimSpace(r.t.UserData) != "" {
 		if err := toml.Unmarshal([]byte(strings.ReplaceAll(r.t.UserData, "\r\n", "\n")), &user); err != nil {
-			return nil, fmt.Errorf("%s: user data for %s must be TOML: %w", where, Bottlerocket, err)
+			return nil, fmt.Errorf("%s: user data for %s must be TOML: %w", where, v1alpha1.AMIFamilyBottlerocket, err)
 		}
 	}
 	kube := map[string]any{
@@ -102,7 +104,7 @@ func (r *renderer) bottlerocket() ([]byte, error) {
 	for _, k := range sortedKeys(r.t.Kubelet) {
 		setting, ok := BottlerocketKubelet[k]
 		if !ok {
-			return nil, fmt.Errorf("%s: kubelet.%s has no Bottlerocket setting; %s takes %s", where, k, Bottlerocket, strings.Join(sortedKeys(BottlerocketKubelet), ", "))
+			return nil, fmt.Errorf("%s: kubelet.%s has no Bottlerocket setting; %s takes %s", where, k, v1alpha1.AMIFamilyBottlerocket, strings.Join(sortedKeys(BottlerocketKubelet), ", "))
 		}
 		v, err := bottlerocketValue(r.t.Kubelet[k])
 		if err != nil {

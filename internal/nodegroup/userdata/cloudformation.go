@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // The CloudFormation template of a self-managed node group, as AWS's
@@ -69,19 +71,19 @@ func RenderCloudFormation(c Cluster, t Template) ([]byte, error) {
 	}
 	var userData, ssmParam string
 	switch t.Family {
-	case AmazonLinux2:
+	case v1alpha1.AMIFamilyAmazonLinux2:
 		if len(t.Kubelet) > 0 {
-			return nil, fmt.Errorf("%s: kubelet configuration cannot be expressed in the %s CloudFormation template (bootstrap.sh takes none); use %s", where, AmazonLinux2, AmazonLinux2023)
+			return nil, fmt.Errorf("%s: kubelet configuration cannot be expressed in the %s CloudFormation template (bootstrap.sh takes none); use %s", where, v1alpha1.AMIFamilyAmazonLinux2, v1alpha1.AMIFamilyAmazonLinux2023)
 		}
 		userData = r.cfnAL2UserData()
 		ssmParam = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id"
-	case AmazonLinux2023:
+	case v1alpha1.AMIFamilyAmazonLinux2023:
 		if userData, err = r.cfnAL2023UserData(); err != nil {
 			return nil, err
 		}
 		ssmParam = "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"
 	default:
-		return nil, fmt.Errorf("%s: the self-managed CloudFormation template is rendered for %s and %s, not %s", where, AmazonLinux2, AmazonLinux2023, t.Family)
+		return nil, fmt.Errorf("%s: the self-managed CloudFormation template is rendered for %s and %s, not %s", where, v1alpha1.AMIFamilyAmazonLinux2, v1alpha1.AMIFamilyAmazonLinux2023, t.Family)
 	}
 	s := Scaling{Min: 1, Desired: 3, Max: 4}
 	if t.Scaling != nil {

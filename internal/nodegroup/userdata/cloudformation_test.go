@@ -10,6 +10,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	nodeadm "github.com/nodejoin/nodejoin/internal/userdata"
 )
@@ -46,11 +47,11 @@ func TestRenderCloudFormation(t *testing.T) {
 		t    userdata.Template
 	}{
 		{"cfn-al2", userdata.Cluster{Name: "ironman-2022", Endpoint: "https://E.gr7.eu-west-1.eks.amazonaws.com", CertificateAuthority: ca, ServiceCIDR: "10.100.0.0/16"},
-			userdata.Template{Family: userdata.AmazonLinux2, NodeGroupName: "demo-self-ng", InstanceType: "m5.large", MaxPods: userdata.Int32Ptr(29),
+			userdata.Template{Family: v1alpha1.AMIFamilyAmazonLinux2, NodeGroupName: "demo-self-ng", InstanceType: "m5.large", MaxPods: userdata.Int32Ptr(29),
 				Labels: map[string]string{"role": "worker"}, Taints: []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
 				PreBootstrapCommands: []string{"echo ${HOME}"}, Scaling: &userdata.Scaling{Min: 2, Desired: 2, Max: 5}}},
 		{"cfn-al2023", userdata.Cluster{Name: "c1", Endpoint: "https://E.gr7.eu-west-1.eks.amazonaws.com", CertificateAuthority: ca, ServiceCIDR: "10.96.0.0/12"},
-			userdata.Template{Family: userdata.AmazonLinux2023, NodeGroupName: "ng1", Labels: map[string]string{"role": "worker"},
+			userdata.Template{Family: v1alpha1.AMIFamilyAmazonLinux2023, NodeGroupName: "ng1", Labels: map[string]string{"role": "worker"},
 				Kubelet: map[string]any{"shutdownGracePeriod": "30s"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
@@ -86,9 +87,9 @@ var kubeletPool = []struct {
 // extra is what a case's own user data adds to the intended configuration.
 type extra struct{ kubelet map[string]any }
 
-func (g gen) template(f userdata.Family, s userdata.Style) (userdata.Cluster, userdata.Template, extra) {
+func (g gen) template(f nodejoinv1alpha1.AMIFamily, s userdata.Style) (userdata.Cluster, userdata.Template, extra) {
 	cidrs := []string{"10.100.0.0/16", "172.20.0.0/16", "10.96.0.0/12", "172.16.0.0/16"}
-	if f == userdata.AmazonLinux2023 || f == userdata.AmazonLinux2 {
+	if f == nodejoinv1alpha1.AMIFamilyAmazonLinux2023 || f == nodejoinv1alpha1.AMIFamilyAmazonLinux2 {
 		cidrs = append(cidrs, "fd40:6404:f93b::/108")
 	}
 	c := userdata.Cluster{
@@ -99,7 +100,7 @@ func (g gen) template(f userdata.Family, s userdata.Style) (userdata.Cluster, us
 	if g.r.IntN(4) == 0 && !strings.Contains(c.ServiceCIDR, ":") {
 		c.DNSClusterIP = strings.TrimSuffix(c.ServiceCIDR[:strings.LastIndex(c.ServiceCIDR, ".")], "") + ".53"
 	}
-	if f != userdata.Windows && g.r.IntN(3) == 0 {
+	if f != nodejoinv1alpha1.AMIFamilyWindows && g.r.IntN(3) == 0 {
 		c.BootstrapToken = "abcdef." + strings.Repeat("0123456789abcdef", 1)
 	}
 	t := userdata.Template{Family: f, Style: s, NodeGroupName: g.word(20),
@@ -130,18 +131,18 @@ func (g gen) template(f userdata.Family, s userdata.Style) (userdata.Cluster, us
 		n := int32(1 + g.r.IntN(250)) //nolint:gosec // G115: between 1 and 250.
 		t.MaxPods = &n
 	}
-	kubeletOK := f == userdata.AmazonLinux2023 || f == userdata.Bottlerocket || f == userdata.AmazonLinux2 && s == userdata.SelfManaged
+	kubeletOK := f == nodejoinv1alpha1.AMIFamilyAmazonLinux2023 || f == nodejoinv1alpha1.AMIFamilyBottlerocket || f == nodejoinv1alpha1.AMIFamilyAmazonLinux2 && s == userdata.SelfManaged
 	if kubeletOK {
 		t.Kubelet = map[string]any{}
 		for _, k := range kubeletPool {
-			if g.r.IntN(3) == 0 && (f != userdata.Bottlerocket || k.bottlerocket) {
+			if g.r.IntN(3) == 0 && (f != nodejoinv1alpha1.AMIFamilyBottlerocket || k.bottlerocket) {
 				t.Kubelet[k.key] = k.value
 			}
 		}
 	}
-	if f != userdata.Bottlerocket {
+	if f != nodejoinv1alpha1.AMIFamilyBottlerocket {
 		for range g.r.IntN(3) {
-			if f == userdata.Windows {
+			if f == nodejoinv1alpha1.AMIFamilyWindows {
 				t.PreBootstrapCommands = append(t.PreBootstrapCommands, fmt.Sprintf("Write-Host %q", g.word(10)))
 			} else {
 				t.PreBootstrapCommands = append(t.PreBootstrapCommands, "echo "+g.word(10))
@@ -151,14 +152,14 @@ func (g gen) template(f userdata.Family, s userdata.Style) (userdata.Cluster, us
 	ex := extra{kubelet: map[string]any{}}
 	if g.r.IntN(2) == 0 {
 		switch f {
-		case userdata.Windows:
+		case nodejoinv1alpha1.AMIFamilyWindows:
 			t.UserData = "<powershell>\nWrite-Host \"" + g.word(10) + "\"\n</powershell>\n"
-		case userdata.Bottlerocket:
+		case nodejoinv1alpha1.AMIFamilyBottlerocket:
 			t.UserData = "[settings.ntp]\ntime-servers = [\"169.254.169.123\"]\n[settings.network]\nhostname = \"" + g.word(8) + "\"\n"
 		default:
 			shell := "#!/bin/bash\necho " + g.word(10) + "\n"
 			nodeConfig := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      imageGCLowThresholdPercent: 60\n"
-			if f == userdata.AmazonLinux2023 && g.r.IntN(2) == 0 {
+			if f == nodejoinv1alpha1.AMIFamilyAmazonLinux2023 && g.r.IntN(2) == 0 {
 				ex.kubelet["imageGCLowThresholdPercent"] = float64(60)
 				if s == userdata.SelfManaged && g.r.IntN(2) == 0 {
 					t.UserData = nodeConfig
@@ -336,7 +337,7 @@ func decoded(t *testing.T, data []byte, _ userdata.Template) effective {
 func TestRenderDecodesToIntent(t *testing.T) {
 	ca := testCA(t)
 	g := gen{r: mrand.New(mrand.NewPCG(*propertySeed, 0x5eed))} //nolint:gosec // G404: a seeded generator, so a failure reproduces.
-	for _, f := range userdata.Families {
+	for _, f := range nodejoinv1alpha1.AMIFamilies {
 		for _, s := range []userdata.Style{userdata.Managed, userdata.SelfManaged} {
 			t.Run(string(f)+"/"+string(s), func(t *testing.T) {
 				for i := range *propertyCount {
@@ -361,8 +362,8 @@ func FuzzRenderDecodes(f *testing.F) {
 		// One family and style per input, picked by the seed: each input costs one round
 		// trip, so the fixed count of inputs make test fuzzes with stays within minutes,
 		// and every family and style still comes up every twelve seeds.
-		fam := userdata.Families[seed%uint64(len(userdata.Families))]
-		s := styles[(seed/uint64(len(userdata.Families)))%uint64(len(styles))]
+		fam := nodejoinv1alpha1.AMIFamilies[seed%uint64(len(nodejoinv1alpha1.AMIFamilies))]
+		s := styles[(seed/uint64(len(nodejoinv1alpha1.AMIFamilies)))%uint64(len(styles))]
 		g := gen{r: mrand.New(mrand.NewPCG(seed, 0xf022))} //nolint:gosec // G404: seeded by the fuzzer, so a failure reproduces.
 		c, tmpl, ex := g.template(fam, s)
 		c.CertificateAuthority = ca
@@ -382,7 +383,7 @@ func checkRoundTrip(t *testing.T, c userdata.Cluster, tmpl userdata.Template, ex
 	}
 	want := intended(t, c, tmpl, ex)
 	got := decoded(t, data, tmpl)
-	if tmpl.Family == userdata.Bottlerocket && (c.DNSClusterIP != "" || (c.ServiceCIDR != "10.100.0.0/16" && c.ServiceCIDR != "172.20.0.0/16")) {
+	if tmpl.Family == nodejoinv1alpha1.AMIFamilyBottlerocket && (c.DNSClusterIP != "" || (c.ServiceCIDR != "10.100.0.0/16" && c.ServiceCIDR != "172.20.0.0/16")) {
 		// Bottlerocket has no setting for the service range: nodeadm infers it from the
 		// DNS address of EKS's two default ranges and otherwise from the VPC, as
 		// bootstrap.sh does.

@@ -1,16 +1,14 @@
-// Package userdata generates the user data of a node group's instances for every AMI
-// family, as EKS managed node groups (Style Managed) and eksctl's self-managed groups
-// (Style SelfManaged) generate it, and merges the user's own user data the way managed
-// node groups merge it. Output is deterministic: maps are sorted and the MIME boundary
-// is fixed.
+// Package userdata is nodejoin's one user-data encoder: it generates the user data of a
+// node group's instances for every AMI family (v1alpha1.AMIFamily), as EKS managed node
+// groups (Style Managed) and eksctl's self-managed groups (Style SelfManaged) generate
+// it, merges the user's own user data the way managed node groups merge it, and renders
+// the user data of one instance outside any group (RenderInstance, the sandbox's). Output
+// is deterministic: maps are sorted and the MIME boundary is fixed.
 //
 // Render returns the user data as the instance reads it from instance metadata; a
 // launch template's UserData is its base64 encoding. nodeadm's decoder
-// (internal/userdata) reads every form back; the package's property test checks that.
-//
-// It is over 600 lines because it writes five formats (a bootstrap.sh script, eksctl's
-// cloud-config, NodeConfig MIME, Bottlerocket TOML and PowerShell), merges three
-// (MIME, TOML, PowerShell), and renders the CloudFormation template, one file each.
+// (internal/userdata) reads every form back; the package's tests check that. It imports
+// the API types and nodeadm's configuration helpers, never the controller or sandbox.
 package userdata
 
 import (
@@ -23,48 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/nodeconfig/instancetypes"
 )
-
-// Family is the AMI family of a node group's instances; it picks the user-data format.
-type Family string
-
-// The AMI families.
-const (
-	AmazonLinux2    Family = "AmazonLinux2"
-	AmazonLinux2023 Family = "AmazonLinux2023"
-	Bottlerocket    Family = "Bottlerocket"
-	Windows         Family = "Windows"
-)
-
-// Families lists every family, in the order help texts show them.
-var Families = []Family{AmazonLinux2023, AmazonLinux2, Bottlerocket, Windows}
-
-// ParseFamily accepts a family as EKS and eksctl spell it (AL2, AL2023, and any Windows
-// Server variant such as WindowsServer2022FullContainer), in any case.
-func ParseFamily(s string) (Family, error) {
-	l := strings.ToLower(s)
-	switch {
-	case l == "amazonlinux2023" || l == "al2023":
-		return AmazonLinux2023, nil
-	case l == "amazonlinux2" || l == "al2":
-		return AmazonLinux2, nil
-	case l == "bottlerocket":
-		return Bottlerocket, nil
-	case l == "windows" || strings.HasPrefix(l, "windowsserver"):
-		return Windows, nil
-	}
-	return "", fmt.Errorf("AMI family %q: want one of %s", s, joinFamilies())
-}
-
-func joinFamilies() string {
-	names := make([]string, len(Families))
-	for i, f := range Families {
-		names[i] = string(f)
-	}
-	return strings.Join(names, ", ")
-}
 
 // Style says whose user data to reproduce.
 type Style string
@@ -96,7 +56,7 @@ type Cluster struct {
 
 // Template is what a node group says about its instances.
 type Template struct {
-	Family        Family
+	Family        v1alpha1.AMIFamily
 	Style         Style
 	NodeGroupName string
 	// InstanceType sizes max pods when MaxPods is nil (managed groups).
@@ -157,19 +117,19 @@ func Render(c Cluster, t Template) ([]byte, error) {
 		return []byte(t.UserData), nil
 	}
 	switch t.Family {
-	case AmazonLinux2:
+	case v1alpha1.AMIFamilyAmazonLinux2:
 		if t.Style == Managed {
 			return r.al2Managed()
 		}
 		return r.al2CloudConfig()
-	case AmazonLinux2023:
+	case v1alpha1.AMIFamilyAmazonLinux2023:
 		return r.al2023()
-	case Bottlerocket:
+	case v1alpha1.AMIFamilyBottlerocket:
 		return r.bottlerocket()
-	case Windows:
+	case v1alpha1.AMIFamilyWindows:
 		return r.windows()
 	}
-	return nil, fmt.Errorf("node group %s: AMI family %q: want one of %s", t.NodeGroupName, t.Family, joinFamilies())
+	return nil, fmt.Errorf("node group %s: AMI family %q: %w", t.NodeGroupName, t.Family, v1alpha1.ErrUnknownAMIFamily)
 }
 
 // renderer holds a validated template and the values derived from it.
@@ -249,7 +209,7 @@ func newRenderer(c Cluster, t Template) (*renderer, error) {
 }
 
 // BootstrapTokenUnsupported reports whether t's family cannot carry a bootstrap token.
-func (t Template) BootstrapTokenUnsupported() bool { return t.Family == Windows }
+func (t Template) BootstrapTokenUnsupported() bool { return t.Family == v1alpha1.AMIFamilyWindows }
 
 // nodeLabels are the template's labels plus the ones EKS or eksctl add.
 func (r *renderer) nodeLabels() map[string]string {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // windowsScriptFile is where EKS's Windows AMIs keep their bootstrap script.
@@ -16,7 +18,7 @@ const windowsScriptFile = `[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\
 func (r *renderer) windows() ([]byte, error) {
 	where := "node group " + r.t.NodeGroupName
 	if len(r.t.Kubelet) > 0 {
-		return nil, fmt.Errorf("%s: kubelet configuration is not supported for %s nodes: Start-EKSBootstrap.ps1 takes only kubelet flags; set labels, taints and maxPods instead", where, Windows)
+		return nil, fmt.Errorf("%s: kubelet configuration is not supported for %s nodes: Start-EKSBootstrap.ps1 takes only kubelet flags; set labels, taints and maxPods instead", where, v1alpha1.AMIFamilyWindows)
 	}
 	var b strings.Builder
 	b.WriteString("<powershell>\n")

@@ -30,7 +30,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/process"
 )
 
-// Instance is a launched local instance.
+// Instance is a handle on a launched local instance (the trusted record is inventory's).
 type Instance struct {
 	Record
 	p        *Provider
@@ -112,7 +112,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	}
 	userData := spec.UserData
 	if len(userData) == 0 {
-		if userData, err = UserData(inst.AMIFamily, cluster, token); err != nil {
+		if userData, err = cluster.userData(inst.AMIFamily, token); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +215,7 @@ func (spec *Spec) complete(haveNamespace bool) error {
 		spec.InstanceType = "m5.large"
 	}
 	if spec.AMIFamily == "" {
-		spec.AMIFamily = AmazonLinux2023
+		spec.AMIFamily = defaultAMIFamily
 	}
 	return nil
 }

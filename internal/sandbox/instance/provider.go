@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/netns"
@@ -111,7 +112,7 @@ type Config struct {
 // Spec is one instance to launch.
 type Spec struct {
 	InstanceType string
-	AMIFamily    AMIFamily
+	AMIFamily    nodejoinv1alpha1.AMIFamily
 	Identity     Identity
 	// BootstrapToken is the token of IdentityBootstrapToken. A secret.
 	BootstrapToken string
@@ -145,14 +146,14 @@ type Spec struct {
 // Record is what a launched instance's instance.json says, for `nodejoin diagnose`
 // and for cleaning up after a crash.
 type Record struct {
-	ID           string      `json:"id"`
-	NodeName     string      `json:"nodeName"`
-	IP           string      `json:"ip"`
-	InstanceType string      `json:"instanceType"`
-	AMIFamily    AMIFamily   `json:"amiFamily"`
-	Identity     Identity    `json:"identity"`
-	Role         string      `json:"role"`
-	Kubelet      KubeletKind `json:"kubelet"`
+	ID           string                     `json:"id"`
+	NodeName     string                     `json:"nodeName"`
+	IP           string                     `json:"ip"`
+	InstanceType string                     `json:"instanceType"`
+	AMIFamily    nodejoinv1alpha1.AMIFamily `json:"amiFamily"`
+	Identity     Identity                   `json:"identity"`
+	Role         string                     `json:"role"`
+	Kubelet      KubeletKind                `json:"kubelet"`
 	// Zone is the instance's availability zone.
 	Zone string `json:"zone,omitempty"`
 	// AutoScalingGroup is the group that launched the instance, if one did.

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 )
@@ -64,22 +65,22 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 		{Key: "example.com/spot", Effect: corev1.TaintEffectPreferNoSchedule},
 	}
 	for _, tc := range []struct {
-		family     userdata.Family
+		family     nodejoinv1alpha1.AMIFamily
 		style      userdata.Style
 		wantLabels map[string]string
 	}{
-		{userdata.AmazonLinux2023, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2023, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.AmazonLinux2, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.AmazonLinux2, userdata.SelfManaged, map[string]string{"team": "blue"}},
-		{userdata.AmazonLinux2023, userdata.SelfManaged, map[string]string{"team": "blue"}},
-		{userdata.Bottlerocket, userdata.Managed, map[string]string{
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyAmazonLinux2023, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyBottlerocket, userdata.Managed, map[string]string{
 			"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
 			"eks.amazonaws.com/sourceLaunchTemplateId": "lt-0123456789abcdef0", "eks.amazonaws.com/sourceLaunchTemplateVersion": "3", "team": "blue"}},
-		{userdata.Bottlerocket, userdata.SelfManaged, map[string]string{"team": "blue"}},
+		{nodejoinv1alpha1.AMIFamilyBottlerocket, userdata.SelfManaged, map[string]string{"team": "blue"}},
 	} {
 		t.Run(string(tc.family)+"/"+string(tc.style), func(t *testing.T) {
 			data, err := userdata.Render(cluster, userdata.Template{Family: tc.family, Style: tc.style, NodeGroupName: "workers",
@@ -88,7 +89,7 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := startSimNode(t, p, Spec{UserData: data, AMIFamily: AMIFamily(tc.family)})
+			n, err := startSimNode(t, p, Spec{UserData: data, AMIFamily: tc.family})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,16 +109,16 @@ func TestSimulatedNodeTakesLabelsAndTaintsFromUserData(t *testing.T) {
 // refuse to start.
 func TestSimulatedNodeLocalFlagsAndRefusedLabels(t *testing.T) {
 	p := simProvider(t)
-	n, err := startSimNode(t, p, Spec{AMIFamily: AmazonLinux2})
+	n, err := startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyAmazonLinux2})
 	if err != nil || len(n.Labels) != 0 || len(n.Taints) != 0 {
 		t.Errorf("default user data: labels %v, taints %v, %v", n.Labels, n.Taints, err)
 	}
-	n, err = startSimNode(t, p, Spec{AMIFamily: Bottlerocket, KubeletFlags: []string{"--node-labels=team=docs", "--register-with-taints=a=b:NoExecute"}})
+	n, err = startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyBottlerocket, KubeletFlags: []string{"--node-labels=team=docs", "--register-with-taints=a=b:NoExecute"}})
 	if want := map[string]string{"team": "docs"}; err != nil || !reflect.DeepEqual(n.Labels, want) ||
 		!reflect.DeepEqual(n.Taints, []corev1.Taint{{Key: "a", Value: "b", Effect: corev1.TaintEffectNoExecute}}) {
 		t.Errorf("--kubelet-arg: labels %v, taints %v, %v", n.Labels, n.Taints, err)
 	}
-	_, err = startSimNode(t, p, Spec{AMIFamily: AmazonLinux2023, KubeletFlags: []string{"--node-labels=node-role.kubernetes.io/worker="}})
+	_, err = startSimNode(t, p, Spec{AMIFamily: nodejoinv1alpha1.AMIFamilyAmazonLinux2023, KubeletFlags: []string{"--node-labels=node-role.kubernetes.io/worker="}})
 	if err == nil || !strings.Contains(err.Error(), "node-role.kubernetes.io/worker") {
 		t.Errorf("a label the kubelet refuses: %v", err)
 	}

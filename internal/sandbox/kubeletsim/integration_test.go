@@ -3,7 +3,6 @@ package kubeletsim
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
@@ -43,22 +42,15 @@ func simNode(n int) instance {
 // writeInventory writes the file inventory nodejoin-controller checks serving CSRs against.
 func writeInventory(t testing.TB, path string, insts ...instance) {
 	t.Helper()
-	type entry struct {
-		ID             string   `json:"id"`
-		State          string   `json:"state"`
-		PrivateDNSName string   `json:"privateDnsName"`
-		DNSNames       []string `json:"dnsNames"`
-		IPs            []string `json:"ips"`
-	}
-	m := map[string]entry{}
+	m := map[string]*inventory.Instance{}
 	for _, in := range insts {
 		ip := in.ip
 		if in.inventoryIP != "" {
 			ip = in.inventoryIP
 		}
-		m[in.node] = entry{ID: in.id, State: "running", PrivateDNSName: in.node, DNSNames: []string{in.node}, IPs: []string{ip}}
+		m[in.node] = &inventory.Instance{ID: in.id, State: "running", PrivateDNSName: in.node, DNSNames: []string{in.node}, IPs: []netip.Addr{netip.MustParseAddr(ip)}}
 	}
-	data, err := json.Marshal(m)
+	data, err := inventory.Encode(m)
 	if err != nil {
 		t.Fatal(err)
 	}

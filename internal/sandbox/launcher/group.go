@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
@@ -85,12 +87,12 @@ func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
 
 // sniffFamily tells the AMI family a node's user data is written for, for the record:
 // nodeadm reads every format whatever the family.
-func sniffFamily(userData []byte) instance.AMIFamily {
+func sniffFamily(userData []byte) nodejoinv1alpha1.AMIFamily {
 	switch {
 	case bytes.HasPrefix(bytes.TrimSpace(userData), []byte("[settings")):
-		return instance.Bottlerocket
+		return nodejoinv1alpha1.AMIFamilyBottlerocket
 	case bytes.Contains(userData, []byte("/etc/eks/bootstrap.sh")):
-		return instance.AmazonLinux2
+		return nodejoinv1alpha1.AMIFamilyAmazonLinux2
 	}
-	return instance.AmazonLinux2023
+	return nodejoinv1alpha1.AMIFamilyAmazonLinux2023
 }

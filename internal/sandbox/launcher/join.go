@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinlog"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
@@ -19,7 +21,7 @@ import (
 type Request struct {
 	Count        int
 	InstanceType string
-	AMIFamily    instance.AMIFamily
+	AMIFamily    nodejoinv1alpha1.AMIFamily
 	KubeletFlags []string
 	// CredentialsOf is another node (name or instance ID) whose role credentials the
 	// new instances' metadata endpoints serve.

@@ -13,8 +13,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/netagent/ipamd/pool"
 )
 
-// Instance is what IMDS says about the instance and its primary ENI.
-type Instance struct {
+// InstanceMetadata is what IMDS says about the instance and its primary ENI: the
+// node's own view of itself, which ipamd configures the network from. The record of an
+// instance that nodejoin trusts is internal/inventory's Instance.
+type InstanceMetadata struct {
 	ID               string
 	Type             string
 	Region           string
@@ -41,7 +43,7 @@ type MetadataENI struct {
 
 // Metadata reads IMDS.
 type Metadata interface {
-	Instance(ctx context.Context) (Instance, error)
+	Instance(ctx context.Context) (InstanceMetadata, error)
 	ENIs(ctx context.Context) ([]MetadataENI, error)
 }
 

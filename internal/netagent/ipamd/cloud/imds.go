@@ -45,58 +45,58 @@ func fields(s string) []string {
 }
 
 // Instance reads the identity document and the primary ENI's network facts.
-func (m IMDS) Instance(ctx context.Context) (Instance, error) {
+func (m IMDS) Instance(ctx context.Context) (InstanceMetadata, error) {
 	doc, err := m.Client.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{})
 	if err != nil {
-		return Instance{}, fmt.Errorf("reading the instance identity document: %w", err)
+		return InstanceMetadata{}, fmt.Errorf("reading the instance identity document: %w", err)
 	}
-	in := Instance{ID: doc.InstanceID, Type: doc.InstanceType, Region: doc.Region, AvailabilityZone: doc.AvailabilityZone}
+	in := InstanceMetadata{ID: doc.InstanceID, Type: doc.InstanceType, Region: doc.Region, AvailabilityZone: doc.AvailabilityZone}
 	if in.PrimaryMAC, err = m.get(ctx, "mac"); err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	nic := "network/interfaces/macs/" + in.PrimaryMAC + "/"
 	ip, err := m.get(ctx, "local-ipv4")
 	if err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	if in.PrimaryIP, err = netip.ParseAddr(ip); err != nil {
-		return Instance{}, fmt.Errorf("instance metadata local-ipv4 %q: %w", ip, err)
+		return InstanceMetadata{}, fmt.Errorf("instance metadata local-ipv4 %q: %w", ip, err)
 	}
 	if in.PrimaryENIID, err = m.get(ctx, nic+"interface-id"); err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	if in.SubnetID, err = m.get(ctx, nic+"subnet-id"); err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	if in.VPCID, err = m.get(ctx, nic+"vpc-id"); err != nil && !errors.Is(err, ErrNotFound) {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	cidr, err := m.get(ctx, nic+"subnet-ipv4-cidr-block")
 	if err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	if in.SubnetCIDR, err = netip.ParsePrefix(cidr); err != nil {
-		return Instance{}, fmt.Errorf("instance metadata %ssubnet-ipv4-cidr-block %q: %w", nic, cidr, err)
+		return InstanceMetadata{}, fmt.Errorf("instance metadata %ssubnet-ipv4-cidr-block %q: %w", nic, cidr, err)
 	}
 	sgs, err := m.get(ctx, nic+"security-group-ids")
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	in.SecurityGroupIDs = fields(sgs)
 	sort.Strings(in.SecurityGroupIDs)
 	vpc, err := m.get(ctx, nic+"vpc-ipv4-cidr-blocks")
 	if err != nil {
-		return Instance{}, err
+		return InstanceMetadata{}, err
 	}
 	for _, f := range fields(vpc) {
 		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return Instance{}, fmt.Errorf("instance metadata %svpc-ipv4-cidr-blocks entry %q: %w", nic, f, err)
+			return InstanceMetadata{}, fmt.Errorf("instance metadata %svpc-ipv4-cidr-blocks entry %q: %w", nic, f, err)
 		}
 		in.VPCCIDRs = append(in.VPCCIDRs, p)
 	}
 	if len(in.VPCCIDRs) == 0 {
-		return Instance{}, fmt.Errorf("instance metadata %svpc-ipv4-cidr-blocks is empty", nic)
+		return InstanceMetadata{}, fmt.Errorf("instance metadata %svpc-ipv4-cidr-blocks is empty", nic)
 	}
 	return in, nil
 }
