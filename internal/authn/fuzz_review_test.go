@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -130,13 +131,10 @@ func FuzzSTSAnswer(f *testing.F) {
 			if code != http.StatusOK {
 				t.Fatalf("HTTP %d accepted as %+v", code, caller)
 			}
-			rendered := false
-			for _, p := range []string{"aws", "aws-cn", "aws-us-gov"} {
-				if caller.ARN == "arn:"+p+":sts::"+caller.Account+":assumed-role/"+caller.Role+"/"+caller.SessionName &&
-					caller.CanonicalARN == "arn:"+p+":iam::"+caller.Account+":role/"+caller.Role {
-					rendered = true
-				}
-			}
+			p, _, _ := strings.Cut(strings.TrimPrefix(caller.ARN, "arn:"), ":")
+			rendered := partitionRE.MatchString(p) &&
+				caller.ARN == "arn:"+p+":sts::"+caller.Account+":assumed-role/"+caller.Role+"/"+caller.SessionName &&
+				caller.CanonicalARN == "arn:"+p+":iam::"+caller.Account+":role/"+caller.Role
 			if !rendered || caller.UserID == "" || caller.AccessKeyID != accessKey {
 				t.Fatalf("caller %+v does not re-render from its parts", caller)
 			}
@@ -152,6 +150,9 @@ func FuzzSTSAnswer(f *testing.F) {
 		}
 	})
 }
+
+// partitionRE is a whole AWS partition name.
+var partitionRE = regexp.MustCompile(`^` + nodejoinv1alpha1.PartitionPattern + `$`)
 
 // FuzzEntryMappings: a NodeAccessEntry that Validate accepts maps its role, and only
 // to system:node:<the instance's private DNS name> in system:bootstrappers and

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/strictyaml"
 )
@@ -259,7 +260,7 @@ func instanceOf(ctx context.Context, c *Caller, instances Instances) (*inventory
 }
 
 // iamRoleARNRE is an IAM role ARN: partition, account, and the name after any path.
-var iamRoleARNRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*([\w+=,.@-]+)$`)
+var iamRoleARNRE = regexp.MustCompile(`^arn:(` + nodejoinv1alpha1.PartitionPattern + `):iam::(\d{12}):role/(?:[\w+=,.@-]+/)*([\w+=,.@-]+)$`)
 
 // sameRole checks that the instance's instance profile carries the token's role: the
 // same partition, account and role name. An assumed-role ARN does not carry the role's

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/identity"
 )
 
@@ -112,7 +113,7 @@ func (v *Verifier) client() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-var assumedRoleRE = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):sts::(\d{12}):assumed-role/([\w+=,.@/-]+)/([\w+=,.@-]+)$`)
+var assumedRoleRE = regexp.MustCompile(`^arn:(` + nodejoinv1alpha1.PartitionPattern + `):sts::(\d{12}):assumed-role/([\w+=,.@/-]+)/([\w+=,.@-]+)$`)
 
 // Verify checks the token's form, then asks STS — with this cluster's name in the
 // x-k8s-aws-id header, so a token minted for another cluster fails its signature.

@@ -105,6 +105,12 @@ type NodeAccessEntryList struct {
 // removing the annotation, or re-creating the entry, accepts the role as it is now.
 const RoleIDAnnotation = "nodejoin.io/role-id"
 
+// PartitionPattern matches an AWS partition as ARNs name it (aws, aws-cn, aws-us-gov,
+// aws-iso-b, …), without a capturing group. The token webhook's ARN checks use it, so
+// that a role an entry may name (roleARNRE, whose partition part is the same language
+// written as the CRD's pattern writes it) is one the webhook can match.
+const PartitionPattern = `aws(?:-[a-z]+)*`
+
 var roleARNRE = regexp.MustCompile(`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$`)
 
 // Validate checks the entry.
