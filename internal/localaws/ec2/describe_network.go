@@ -369,6 +369,6 @@ func (e *EC2) describeInstanceTypes(r *protocol.Request) (any, *protocol.Error) 
 	return newDescribeOutput(r, "instanceTypeSet", out, next), nil
 }
 
-// isTagFilter tells whether a filter name is a tag filter, which every resource with
-// tags takes.
-func isTagFilter(name string) bool { return strings.HasPrefix(name, "tag:") }
+// isTagFilter tells whether a filter name is a tag filter (tag:KEY or tag-key), which
+// every resource with tags takes.
+func isTagFilter(name string) bool { return protocol.Filter{Name: name}.IsTag() }
