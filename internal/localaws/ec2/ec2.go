@@ -92,6 +92,7 @@ func (e *EC2) WithLaunchTemplates(lt *LaunchTemplates) *EC2 {
 func (e *EC2) actions() map[string]protocol.Handler {
 	t := map[string]protocol.Handler{
 		"DescribeInstances":               e.describeInstances,
+		"DescribeInstanceAttribute":       e.describeInstanceAttribute,
 		"DescribeNetworkInterfaces":       e.describeNetworkInterfaces,
 		"CreateNetworkInterface":          e.createNetworkInterfaceAction,
 		"DeleteNetworkInterface":          e.deleteNetworkInterfaceAction,
