@@ -62,20 +62,19 @@ var imageFilters = map[string]func(im image, owner string) []string{
 }
 
 type imageXML struct {
-	ImageID            string                      `xml:"imageId"`
-	ImageState         string                      `xml:"imageState"`
-	ImageOwnerID       string                      `xml:"imageOwnerId"`
-	IsPublic           bool                        `xml:"isPublic"`
-	Architecture       string                      `xml:"architecture"`
-	ImageType          string                      `xml:"imageType"`
-	Name               string                      `xml:"name"`
-	RootDeviceType     string                      `xml:"rootDeviceType"`
-	RootDeviceName     string                      `xml:"rootDeviceName"`
-	VirtualizationType string                      `xml:"virtualizationType"`
-	Hypervisor         string                      `xml:"hypervisor"`
-	EnaSupport         bool                        `xml:"enaSupport"`
-	PlatformDetails    string                      `xml:"platformDetails"`
-	Tags               protocol.ItemSet[ec2TagXML] `xml:"tagSet"`
+	ImageID            string `xml:"imageId"`
+	ImageState         string `xml:"imageState"`
+	ImageOwnerID       string `xml:"imageOwnerId"`
+	IsPublic           bool   `xml:"isPublic"`
+	Architecture       string `xml:"architecture"`
+	ImageType          string `xml:"imageType"`
+	Name               string `xml:"name"`
+	RootDeviceType     string `xml:"rootDeviceType"`
+	RootDeviceName     string `xml:"rootDeviceName"`
+	VirtualizationType string `xml:"virtualizationType"`
+	Hypervisor         string `xml:"hypervisor"`
+	EnaSupport         bool   `xml:"enaSupport"`
+	PlatformDetails    string `xml:"platformDetails"`
 }
 
 func (e *EC2) describeImages(r *protocol.Request) (any, *protocol.Error) {

@@ -168,7 +168,6 @@ type vpcXML struct {
 	DhcpOptionsID   string                                  `xml:"dhcpOptionsId"`
 	InstanceTenancy string                                  `xml:"instanceTenancy"`
 	IsDefault       bool                                    `xml:"isDefault"`
-	Tags            protocol.ItemSet[ec2TagXML]             `xml:"tagSet"`
 }
 
 func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
@@ -242,7 +241,6 @@ type securityGroupXML struct {
 	ARN         string                            `xml:"securityGroupArn"`
 	Ingress     protocol.ItemSet[ipPermissionXML] `xml:"ipPermissions"`
 	Egress      protocol.ItemSet[ipPermissionXML] `xml:"ipPermissionsEgress"`
-	Tags        protocol.ItemSet[ec2TagXML]       `xml:"tagSet"`
 }
 
 func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error) {
