@@ -1,6 +1,7 @@
-// Package ec2 is the local AWS's EC2: the instance inventory, subnets, elastic network
-// interfaces and their addresses, DHCP options, instance types and launch templates,
-// served on EC2's Query protocol. Of the local AWS it imports the wire layer
+// Package ec2 is the local AWS's EC2: the instance inventory and its attributes, the
+// VPC with its zones, subnets and default security group, elastic network interfaces
+// and their addresses, DHCP options, instance types, images, tags and launch
+// templates, served on EC2's Query protocol. Of the local AWS it imports the wire layer
 // (protocol) and iam (instance profile names).
 package ec2
 
