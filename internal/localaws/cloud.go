@@ -83,6 +83,7 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 	for _, o := range opts {
 		o(c)
 	}
+	c.EC2.Region = c.Region
 	if c.dhcpDomain != "" {
 		if err := c.EC2.SetDHCPDomainName(DefaultVPCID, c.dhcpDomain); err != nil {
 			return nil, fmt.Errorf("setting the VPC's DHCP domain name: %w", err)

@@ -89,12 +89,19 @@ var subnetFilters = map[string]func(s *subnetState, e *EC2) []string{
 // zoneID is the zone ID of a local zone name: usw2-az1 for us-west-2a.
 func zoneID(zone string) string {
 	region := strings.TrimRight(zone, "abcdefghijklmnopqrstuvwxyz")
+	// AWS shortens a region to its first part, its direction and its number: usw2 for
+	// us-west-2, apse1 for ap-southeast-1, euc1 for eu-central-1.
+	directions := map[string]string{"north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
+		"northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
 	parts := strings.Split(region, "-")
 	short := ""
 	for i, p := range parts {
-		if i == len(parts)-1 {
+		switch d, ok := directions[p]; {
+		case i == 0 || i == len(parts)-1:
 			short += p
-		} else if p != "" {
+		case ok:
+			short += d
+		case p != "":
 			short += p[:1]
 		}
 	}
@@ -369,6 +376,6 @@ func (e *EC2) describeInstanceTypes(r *protocol.Request) (any, *protocol.Error) 
 	return newDescribeOutput(r, "instanceTypeSet", out, next), nil
 }
 
-// isTagFilter tells whether a filter name is a tag filter, which every resource with
-// tags takes.
-func isTagFilter(name string) bool { return strings.HasPrefix(name, "tag:") }
+// isTagFilter tells whether a filter name is a tag filter (tag:KEY or tag-key), which
+// every resource with tags takes.
+func isTagFilter(name string) bool { return protocol.Filter{Name: name}.IsTag() }

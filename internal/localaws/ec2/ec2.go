@@ -1,6 +1,7 @@
-// Package ec2 is the local AWS's EC2: the instance inventory, subnets, elastic network
-// interfaces and their addresses, DHCP options, instance types and launch templates,
-// served on EC2's Query protocol. Of the local AWS it imports the wire layer
+// Package ec2 is the local AWS's EC2: the instance inventory and its attributes, the
+// VPC with its zones, subnets and default security group, elastic network interfaces
+// and their addresses, DHCP options, instance types, images, tags and launch
+// templates, served on EC2's Query protocol. Of the local AWS it imports the wire layer
 // (protocol) and iam (instance profile names).
 package ec2
 
@@ -30,7 +31,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // interfaces. Safe for concurrent use.
 type EC2 struct {
 	AccountID string
-	now       func() time.Time
+	// Region is the region whose zones DescribeAvailabilityZones lists; New sets
+	// us-west-2. Set it before serving.
+	Region string
+	now    func() time.Time
 
 	mu        sync.Mutex
 	instances map[string]*InstanceRecord
@@ -61,7 +65,7 @@ type injectedFailure struct {
 
 // New returns an empty inventory of an account.
 func New(accountID string) *EC2 {
-	return &EC2{AccountID: accountID, now: time.Now, instances: map[string]*InstanceRecord{},
+	return &EC2{AccountID: accountID, Region: "us-west-2", now: time.Now, instances: map[string]*InstanceRecord{},
 		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
 		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler)}
 }
@@ -92,6 +96,7 @@ func (e *EC2) WithLaunchTemplates(lt *LaunchTemplates) *EC2 {
 func (e *EC2) actions() map[string]protocol.Handler {
 	t := map[string]protocol.Handler{
 		"DescribeInstances":               e.describeInstances,
+		"DescribeInstanceAttribute":       e.describeInstanceAttribute,
 		"DescribeNetworkInterfaces":       e.describeNetworkInterfaces,
 		"CreateNetworkInterface":          e.createNetworkInterfaceAction,
 		"DeleteNetworkInterface":          e.deleteNetworkInterfaceAction,
@@ -104,6 +109,11 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"DescribeSubnets":                 e.describeSubnets,
 		"DescribeInstanceTypes":           e.describeInstanceTypes,
 		"DescribeDhcpOptions":             e.describeDhcpOptions,
+		"DescribeAvailabilityZones":       e.describeAvailabilityZones,
+		"DescribeVpcs":                    e.describeVpcs,
+		"DescribeSecurityGroups":          e.describeSecurityGroups,
+		"DescribeImages":                  e.describeImages,
+		"DescribeTags":                    e.describeTags,
 	}
 	if e.templates != nil {
 		maps.Copy(t, e.templates.actions())
@@ -171,15 +181,19 @@ type describeInput struct {
 
 // readDescribe reads a Describe* action's parameters: DryRun, the IDs under idParam
 // (idParam.N), Filter.N (known tells its names), the page (MaxResults from lo to hi,
-// NextToken) and the boolean flags it accepts but does not act on; any other parameter
-// is refused.
+// NextToken; hi 0 for an action that does not page) and the boolean flags it accepts
+// but does not act on; any other parameter is refused.
 func readDescribe(p *protocol.Params, idParam string, known func(string) bool, lo, hi int64, flags ...string) (describeInput, *protocol.Error) {
 	var in describeInput
 	var aerr *protocol.Error
 	if in.dry, aerr = dryRun(p); aerr != nil {
 		return in, aerr
 	}
-	for _, id := range p.StrList(idParam) {
+	var ids []string
+	if idParam != "" {
+		ids = p.StrList(idParam)
+	}
+	for _, id := range ids {
 		if !slices.Contains(in.ids, id) {
 			in.ids = append(in.ids, id)
 		}
@@ -187,8 +201,10 @@ func readDescribe(p *protocol.Params, idParam string, known func(string) bool, l
 	if in.filters, aerr = p.Filters(known); aerr != nil {
 		return in, aerr
 	}
-	if in.PageRequest, aerr = p.ReadPage("MaxResults", lo, hi, 0); aerr != nil {
-		return in, aerr
+	if hi > 0 {
+		if in.PageRequest, aerr = p.ReadPage("MaxResults", lo, hi, 0); aerr != nil {
+			return in, aerr
+		}
 	}
 	for _, f := range flags {
 		if _, aerr := p.Bool(f); aerr != nil {

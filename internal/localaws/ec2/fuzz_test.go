@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"net/url"
+	"slices"
 	"testing"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/internal/awstest"
@@ -25,6 +26,36 @@ func FuzzLaunchTemplateRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		form, err := url.ParseQuery(string(body))
 		if err != nil || lt.actions()[form.Get("Action")] == nil {
+			return
+		}
+		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), e, body), form.Get("Action")+"Response", "Response")
+	})
+}
+
+// Arbitrary requests to the Describe actions of the VPC, images, tags and instance
+// attributes never panic and always get one well-formed EC2 answer.
+func FuzzDescribeVPCRequest(f *testing.F) {
+	for _, seed := range []string{
+		"Action=DescribeInstanceAttribute&Version=2016-11-15&InstanceId=i-00000000000000001&Attribute=userData",
+		"Action=DescribeAvailabilityZones&ZoneName.1=us-west-2a&ZoneId.1=usw2-az2&Filter.1.Name=state&Filter.1.Value.1=avail*",
+		"Action=DescribeVpcs&VpcId.1=vpc-00000000000000000&Filter.1.Name=cidr&Filter.1.Value.1=198.18.*&MaxResults=5",
+		"Action=DescribeSecurityGroups&GroupName.1=default&Filter.1.Name=vpc-id&Filter.1.Value.1=vpc-*",
+		"Action=DescribeImages&Owner.1=self&ExecutableBy.1=all&ImageId.1=ami-00000000000000000&MaxResults=6",
+		"Action=DescribeTags&Filter.1.Name=tag-key&Filter.1.Value.1=*&MaxResults=5&NextToken=b2Zmc2V0OjE",
+	} {
+		f.Add([]byte(seed))
+	}
+	lt := NewLaunchTemplates(awstest.Account)
+	e := New(awstest.Account).WithLaunchTemplates(lt)
+	inst := ec2Instance(1, "nodes")
+	inst.UserData = []byte("#!/bin/bash\n")
+	if err := e.Launch(inst, WithTags(map[string]string{"Name": "n1"})); err != nil {
+		f.Fatal(err)
+	}
+	actions := []string{"DescribeInstanceAttribute", "DescribeAvailabilityZones", "DescribeVpcs", "DescribeSecurityGroups", "DescribeImages", "DescribeTags"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		form, err := url.ParseQuery(string(body))
+		if err != nil || !slices.Contains(actions, form.Get("Action")) {
 			return
 		}
 		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), e, body), form.Get("Action")+"Response", "Response")

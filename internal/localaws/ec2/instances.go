@@ -281,6 +281,7 @@ func (e *EC2) instanceSet() describeSet[*InstanceRecord] {
 			}
 			return viewWith(r, attached[id]).shown(), true
 		},
+		tags:   func(r *InstanceRecord) map[string]string { return r.Tags },
 		values: func(r *InstanceRecord, name string) []string { return ec2Filters[name](r) },
 		notFound: func(ids []string) *protocol.Error {
 			if len(ids) == 1 {
@@ -293,7 +294,7 @@ func (e *EC2) instanceSet() describeSet[*InstanceRecord] {
 }
 
 func (e *EC2) describeInstances(r *protocol.Request) (any, *protocol.Error) {
-	in, aerr := readDescribe(r.Params, "InstanceId", func(n string) bool { return ec2Filters[n] != nil }, 5, 1000, "IncludeManagedResources")
+	in, aerr := readDescribe(r.Params, "InstanceId", func(n string) bool { return ec2Filters[n] != nil || isTagFilter(n) }, 5, 1000, "IncludeManagedResources")
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -1,0 +1,286 @@
+package ec2
+
+// This file holds the Describe actions of the local VPC: DescribeAvailabilityZones,
+// DescribeVpcs and DescribeSecurityGroups.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+
+	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
+)
+
+// zoneLetters are the zones of the region the local cloud uses.
+var zoneLetters = []string{"a", "b", "c"}
+
+// zoneFilters are DescribeAvailabilityZones' filters; each zone is available.
+var zoneFilters = map[string]func(zone, region string) []string{
+	"zone-name":     func(zone, _ string) []string { return one(zone) },
+	"zone-id":       func(zone, _ string) []string { return one(zoneID(zone)) },
+	"state":         func(string, string) []string { return one("available") },
+	"region-name":   func(_, region string) []string { return one(region) },
+	"group-name":    func(_, region string) []string { return one(region) },
+	"zone-type":     func(string, string) []string { return one("availability-zone") },
+	"opt-in-status": func(string, string) []string { return one("opt-in-not-required") },
+}
+
+type zoneXML struct {
+	ZoneName           string `xml:"zoneName"`
+	ZoneID             string `xml:"zoneId"`
+	ZoneState          string `xml:"zoneState"`
+	RegionName         string `xml:"regionName"`
+	GroupName          string `xml:"groupName"`
+	NetworkBorderGroup string `xml:"networkBorderGroup"`
+	OptInStatus        string `xml:"optInStatus"`
+	ZoneType           string `xml:"zoneType"`
+}
+
+func (e *EC2) describeAvailabilityZones(r *protocol.Request) (any, *protocol.Error) {
+	region := e.Region
+	byID := map[string]string{}
+	var zones []string
+	for _, l := range zoneLetters {
+		zones = append(zones, region+l)
+		byID[zoneID(region+l)] = region + l
+	}
+	zoneIDs := r.Params.StrList("ZoneId")
+	in, aerr := readDescribe(r.Params, "ZoneName", func(n string) bool { return zoneFilters[n] != nil }, 0, 0, "AllAvailabilityZones")
+	if aerr != nil {
+		return nil, aerr
+	}
+	for _, id := range zoneIDs {
+		name, ok := byID[id]
+		if !ok {
+			return nil, protocol.InvalidParameter("Invalid availability zone: [%s]", id)
+		}
+		if !slices.Contains(in.ids, name) {
+			in.ids = append(in.ids, name)
+		}
+	}
+	if in.dry {
+		return nil, errDryRun
+	}
+	page, _, aerr := describeSet[string]{
+		keys:   zones,
+		get:    func(z string) (string, bool) { return z, slices.Contains(zones, z) },
+		values: func(z, name string) []string { return zoneFilters[name](z, region) },
+		notFound: func(names []string) *protocol.Error {
+			return protocol.InvalidParameter("Invalid availability zone: [%s]", names[0])
+		},
+	}.page(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var out []zoneXML
+	for _, z := range page {
+		out = append(out, zoneXML{ZoneName: z, ZoneID: zoneID(z), ZoneState: "available", RegionName: region, GroupName: region,
+			NetworkBorderGroup: region, OptInStatus: "opt-in-not-required", ZoneType: "availability-zone"})
+	}
+	return newDescribeOutput(r, "availabilityZoneInfo", out, ""), nil
+}
+
+// vpcState is a VPC as DescribeVpcs shows it: the range that holds its subnets and
+// instances, and its DHCP options.
+type vpcState struct {
+	id, dhcpOptionsID string
+	cidr              netip.Prefix
+}
+
+// cover is the smallest prefix that holds every one of ps (at least one).
+func cover(ps []netip.Prefix) netip.Prefix {
+	c := ps[0].Masked()
+	for _, p := range ps[1:] {
+		p = p.Masked()
+		for c.Bits() > 0 && (!c.Contains(p.Addr()) || p.Bits() < c.Bits()) {
+			c, _ = c.Addr().Prefix(c.Bits() - 1)
+		}
+	}
+	return c
+}
+
+// vpcs are the VPCs the inventory's subnets and instances are in. Locked.
+func (e *EC2) vpcs() map[string]vpcState {
+	ranges := map[string][]netip.Prefix{}
+	for _, s := range e.subnets {
+		ranges[s.VPCID] = append(ranges[s.VPCID], s.CIDR)
+	}
+	for _, r := range e.instances {
+		if r.VPCID == "" {
+			continue
+		}
+		for _, c := range r.VPCIPv4CIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+				ranges[r.VPCID] = append(ranges[r.VPCID], p)
+			}
+		}
+		if a, err := netip.ParseAddr(r.PrivateIPv4); err == nil {
+			ranges[r.VPCID] = append(ranges[r.VPCID], netip.PrefixFrom(a, 32))
+		}
+	}
+	out := map[string]vpcState{}
+	for id, ps := range ranges {
+		v := vpcState{id: id, cidr: cover(ps), dhcpOptionsID: "default"}
+		if d := e.dhcpDomains[id]; d != "" {
+			v.dhcpOptionsID = dhcpOptionsID(id, d)
+		}
+		out[id] = v
+	}
+	return out
+}
+
+// vpcFilters are DescribeVpcs' filters.
+var vpcFilters = map[string]func(v vpcState, owner string) []string{
+	"vpc-id":                                func(v vpcState, _ string) []string { return one(v.id) },
+	"cidr":                                  func(v vpcState, _ string) []string { return one(v.cidr.String()) },
+	"cidr-block-association.cidr-block":     func(v vpcState, _ string) []string { return one(v.cidr.String()) },
+	"cidr-block-association.state":          func(vpcState, string) []string { return one("associated") },
+	"cidr-block-association.association-id": func(v vpcState, _ string) []string { return one(vpcCIDRAssociationID(v)) },
+	"state":                                 func(vpcState, string) []string { return one("available") },
+	"is-default":                            func(vpcState, string) []string { return one("false") },
+	"owner-id":                              func(_ vpcState, owner string) []string { return one(owner) },
+	"dhcp-options-id":                       func(v vpcState, _ string) []string { return one(v.dhcpOptionsID) },
+}
+
+func vpcCIDRAssociationID(v vpcState) string {
+	sum := sha256.Sum256([]byte(v.id + "\x00" + v.cidr.String()))
+	return "vpc-cidr-assoc-" + hex.EncodeToString(sum[:])[:17]
+}
+
+type vpcCIDRAssociationXML struct {
+	AssociationID  string `xml:"associationId"`
+	CIDRBlock      string `xml:"cidrBlock"`
+	CIDRBlockState struct {
+		State string `xml:"state"`
+	} `xml:"cidrBlockState"`
+}
+
+type vpcXML struct {
+	VPCID           string                                  `xml:"vpcId"`
+	OwnerID         string                                  `xml:"ownerId"`
+	State           string                                  `xml:"state"`
+	CIDRBlock       string                                  `xml:"cidrBlock"`
+	Associations    protocol.ItemSet[vpcCIDRAssociationXML] `xml:"cidrBlockAssociationSet"`
+	DhcpOptionsID   string                                  `xml:"dhcpOptionsId"`
+	InstanceTenancy string                                  `xml:"instanceTenancy"`
+	IsDefault       bool                                    `xml:"isDefault"`
+}
+
+func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
+	in, aerr := readDescribe(r.Params, "VpcId", func(n string) bool { return vpcFilters[n] != nil || isTagFilter(n) }, 5, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if in.dry {
+		return nil, errDryRun
+	}
+	e.mu.Lock()
+	vpcs := e.vpcs()
+	e.mu.Unlock()
+	page, next, aerr := describeSet[vpcState]{
+		keys:   slices.Sorted(maps.Keys(vpcs)),
+		get:    func(id string) (vpcState, bool) { v, ok := vpcs[id]; return v, ok },
+		values: func(v vpcState, name string) []string { return vpcFilters[name](v, e.AccountID) },
+		notFound: func(ids []string) *protocol.Error {
+			return protocol.Errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", ids[0])
+		},
+	}.page(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var out []vpcXML
+	for _, v := range page {
+		a := vpcCIDRAssociationXML{AssociationID: vpcCIDRAssociationID(v), CIDRBlock: v.cidr.String()}
+		a.CIDRBlockState.State = "associated"
+		out = append(out, vpcXML{VPCID: v.id, OwnerID: e.AccountID, State: "available", CIDRBlock: v.cidr.String(),
+			Associations:  protocol.ItemSet[vpcCIDRAssociationXML]{Items: []vpcCIDRAssociationXML{a}},
+			DhcpOptionsID: v.dhcpOptionsID, InstanceTenancy: "default"})
+	}
+	return newDescribeOutput(r, "vpcSet", out, next), nil
+}
+
+// securityGroup is a security group as DescribeSecurityGroups shows it. The local VPC
+// has one: its default group, which lets in all traffic from itself and out all.
+type securityGroup struct {
+	id, name, description, vpcID string
+}
+
+var sgFilters = map[string]func(g securityGroup, owner string) []string{
+	"group-id":    func(g securityGroup, _ string) []string { return one(g.id) },
+	"group-name":  func(g securityGroup, _ string) []string { return one(g.name) },
+	"vpc-id":      func(g securityGroup, _ string) []string { return one(g.vpcID) },
+	"description": func(g securityGroup, _ string) []string { return one(g.description) },
+	"owner-id":    func(_ securityGroup, owner string) []string { return one(owner) },
+}
+
+type sgPairXML struct {
+	UserID  string `xml:"userId"`
+	GroupID string `xml:"groupId"`
+}
+
+type ipRangeXML struct {
+	CIDRIP string `xml:"cidrIp"`
+}
+
+type ipPermissionXML struct {
+	IPProtocol string                       `xml:"ipProtocol"`
+	Groups     protocol.ItemSet[sgPairXML]  `xml:"groups"`
+	IPRanges   protocol.ItemSet[ipRangeXML] `xml:"ipRanges"`
+}
+
+type securityGroupXML struct {
+	OwnerID     string                            `xml:"ownerId"`
+	GroupID     string                            `xml:"groupId"`
+	GroupName   string                            `xml:"groupName"`
+	Description string                            `xml:"groupDescription"`
+	VPCID       string                            `xml:"vpcId"`
+	ARN         string                            `xml:"securityGroupArn"`
+	Ingress     protocol.ItemSet[ipPermissionXML] `xml:"ipPermissions"`
+	Egress      protocol.ItemSet[ipPermissionXML] `xml:"ipPermissionsEgress"`
+}
+
+func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error) {
+	def := securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
+		description: "default VPC security group", vpcID: DefaultVPCID}
+	groups := map[string]securityGroup{def.id: def}
+	names := r.Params.StrList("GroupName")
+	in, aerr := readDescribe(r.Params, "GroupId", func(n string) bool { return sgFilters[n] != nil || isTagFilter(n) }, 5, 1000)
+	if aerr != nil {
+		return nil, aerr
+	}
+	for _, n := range names {
+		if n != def.name {
+			return nil, protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", n, def.vpcID)
+		}
+		if !slices.Contains(in.ids, def.id) {
+			in.ids = append(in.ids, def.id)
+		}
+	}
+	if in.dry {
+		return nil, errDryRun
+	}
+	page, next, aerr := describeSet[securityGroup]{
+		keys:   slices.Sorted(maps.Keys(groups)),
+		get:    func(id string) (securityGroup, bool) { g, ok := groups[id]; return g, ok },
+		values: func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
+		notFound: func(ids []string) *protocol.Error {
+			return protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist", ids[0])
+		},
+	}.page(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var out []securityGroupXML
+	for _, g := range page {
+		x := securityGroupXML{OwnerID: e.AccountID, GroupID: g.id, GroupName: g.name, Description: g.description, VPCID: g.vpcID,
+			ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:security-group/%s", e.Region, e.AccountID, g.id)}
+		x.Ingress.Items = []ipPermissionXML{{IPProtocol: "-1", Groups: protocol.ItemSet[sgPairXML]{Items: []sgPairXML{{e.AccountID, g.id}}}}}
+		x.Egress.Items = []ipPermissionXML{{IPProtocol: "-1", IPRanges: protocol.ItemSet[ipRangeXML]{Items: []ipRangeXML{{"0.0.0.0/0"}}}}}
+		out = append(out, x)
+	}
+	return newDescribeOutput(r, "securityGroupInfo", out, next), nil
+}
