@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -301,5 +302,61 @@ func TestInitWithABootstrapTokenPart(t *testing.T) {
 	env, _ := os.ReadFile(filepath.Join(root, bootstrap.KubeletEnvPath))
 	if !strings.Contains(string(env), "--bootstrap-kubeconfig="+filepath.Join(root, bootstrap.BootstrapKubeconfigPath)) {
 		t.Errorf("environment = %s", env)
+	}
+}
+
+// A kubelet that exits at once, as one started while containerd's CRI plugin still
+// initializes does, is started again a second later, as systemd's Restart=always does;
+// one that keeps exiting fails init with its log's last lines.
+func TestInitRestartsAKubeletThatExitsAtOnce(t *testing.T) {
+	cloudFor(t, seed(t, "004_"))
+	for _, tc := range []struct {
+		name     string
+		failures int // starts that exit before one stays up
+		wantErr  bool
+	}{
+		{"ready at the second start", 1, false},
+		{"never ready", 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, bins := t.TempDir(), t.TempDir()
+			containerd := stub(t, bins, "containerd", `sock=$(sed -n "s/^address = '\(.*\)'$/\1/p" "$2")
+mkdir -p "$(dirname "$sock")" && touch "$sock"
+exec sleep 300
+`)
+			count := filepath.Join(bins, "starts")
+			kubelet := stub(t, bins, "kubelet", fmt.Sprintf(`echo x >> %s
+if [ "$(wc -l < %s)" -le %d ]; then echo 'server is not initialized yet'; exit 1; fi
+exec sleep 300
+`, count, count, tc.failures))
+			t.Cleanup(func() {
+				for _, d := range bootstrap.Daemons {
+					if data, err := os.ReadFile(filepath.Join(root, "run/nodeadm", d+".pid")); err == nil {
+						var id process.Identity
+						if _, err := fmtSscan(string(data), &id); err == nil {
+							process.Terminate(id, time.Second)
+						}
+					}
+				}
+			})
+			out, err := run(t, "init", "--root", root, "--kubelet-version", "v1.37.1", "--daemon-manager", "process", "--containerd-path", containerd, "--kubelet-path", kubelet)
+			data, _ := os.ReadFile(count)
+			starts := strings.Count(string(data), "x")
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error()+out, "server is not initialized yet") {
+					t.Fatalf("init = %v, want the kubelet's last lines\n%s", err, out)
+				}
+				if starts != 5 {
+					t.Errorf("kubelet started %d times, want 5", starts)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if starts != 2 || !pidOf(t, root, bootstrap.Kubelet).Alive() {
+				t.Errorf("kubelet started %d times (want 2), or is not running", starts)
+			}
+		})
 	}
 }

@@ -126,6 +126,15 @@ func (m ProcessManager) argv(name string) ([]string, error) {
 	}
 }
 
+// kubeletStarts is how often Restart starts a kubelet that exits at once, a second
+// apart, as systemd's kubelet.service (Restart=always) would: a kubelet started while
+// containerd's CRI plugin is still initializing exits with "server is not initialized
+// yet", and the next start finds it ready.
+const kubeletStarts = 5
+
+// errExited is a daemon that exited while Restart waited for it to run.
+var errExited = errors.New("exited")
+
 // Restart stops the recorded process, if it still runs, and starts a new one.
 func (m ProcessManager) Restart(ctx context.Context, name string) error {
 	argv, err := m.argv(name)
@@ -142,6 +151,21 @@ func (m ProcessManager) Restart(ctx context.Context, name string) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
 		return err
 	}
+	for attempt := 1; ; attempt++ {
+		err := m.start(ctx, name, argv, logPath)
+		if err == nil || name != Kubelet || attempt == kubeletStarts || !errors.Is(err, errExited) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// start starts one daemon process, records it, and waits until it runs.
+func (m ProcessManager) start(ctx context.Context, name string, argv []string, logPath string) error {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", logPath, err)
@@ -172,7 +196,7 @@ func (m ProcessManager) waitRunning(ctx context.Context, name string, id process
 	start := time.Now()
 	for {
 		if !id.Alive() {
-			return fmt.Errorf("%s exited; last lines of %s:\n%s", name, logPath, process.Tail(logPath, 10))
+			return fmt.Errorf("%s %w; last lines of %s:\n%s", name, errExited, logPath, process.Tail(logPath, 10))
 		}
 		switch name {
 		case Containerd:
