@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the Kubernetes v1.37.1 commands, agnhost, e2e.test and
-# ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns, and the
-# CNI plugins loopback and portmap (for the aws-node image) from hack/tools/cniplugins.
+# ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns, the
+# CNI plugins loopback and portmap (for the aws-node image) from hack/tools/cniplugins, and
+# eksctl (a real client of the local AWS in e2e tests) from its pinned release's module source.
 #
 #   hack/build-tools.sh            every tool (what `make tools` runs)
 #   hack/build-tools.sh NAME...    only these (for example: e2e.test ginkgo)
@@ -24,7 +25,12 @@ cache="${NODEJOIN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin/tools}"
 keep=3
 
 # Every tool, in build order: what a cluster runs first, the large test binary last.
-all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns loopback portmap agnhost ginkgo e2e.test)
+all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns loopback portmap agnhost ginkgo e2e.test eksctl)
+
+# eksctl's pinned release. Its go.mod carries replace directives, so `go install
+# github.com/weaveworks/eksctl/cmd/eksctl@VERSION` refuses it; its module source (verified
+# against the checksum database like any module) is copied and built with -mod=mod.
+eksctl_version=v0.230.0
 
 # The Kubernetes binaries share CGO_ENABLED=0, -trimpath and no build tags, so their
 # packages are compiled once into the Go build cache and a further binary mostly links.
@@ -90,6 +96,17 @@ recipe() {
       pkg=github.com/containernetworking/plugins/plugins/main/$1
       [ "$1" = portmap ] && pkg=github.com/containernetworking/plugins/plugins/meta/$1
       ldflags+=" -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(cd "$tools/cniplugins" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)" ;;
+    eksctl)
+      local info
+      info=$(env -C / GOFLAGS= go mod download -json "github.com/weaveworks/eksctl@$eksctl_version")
+      mod=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+      [ -n "$mod" ] || { echo "tools: cannot download eksctl $eksctl_version" >&2; exit 1; }
+      pkg=./cmd/eksctl
+      # `eksctl version` reports the release (no "dev" pre-release ID) with its commit and
+      # date, as its release build sets them.
+      ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.PreReleaseID="
+      ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.gitCommit=$(sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{7\}\).*/\1/p' <<<"$info")"
+      ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.buildDate=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",$/\1/p' <<<"$info")")" ;;
     *) echo "tools: unknown tool $1" >&2; usage ;;
   esac
 }
@@ -112,6 +129,12 @@ fast_key() {
 # exact_key hashes the recipe, the toolchain and every module version (and replacement)
 # the binary is compiled from, plus the contents of the local files among its sources.
 exact_key() {
+  if [ "$name" = eksctl ]; then
+    # A released module's source never changes (the checksum database pins it): the
+    # recipe, toolchain, go.mod and go.sum hashed by fast_key name it exactly.
+    fast_key
+    return
+  fi
   local testflag=()
   [ "$mode" = test ] && testflag=(-test)
   {
@@ -178,7 +201,13 @@ for name in "${names[@]}"; do
     echo "$step building $name (cold builds take minutes)"
     t=$SECONDS
     out="$dir/.$key.tmp.$$"
-    if [ "$mode" = test ]; then
+    if [ "$name" = eksctl ]; then
+      # The module cache is read-only and -mod=mod rewrites go.mod and go.sum: build a copy.
+      src=$(mktemp -d)
+      cp -r "$mod/." "$src" && chmod -R u+w "$src"
+      (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out" "$pkg")
+      rm -rf "$src"
+    elif [ "$mode" = test ]; then
       (cd "$mod" && go test -c -vet=off -trimpath -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg")
     else
       (cd "$mod" && go build -trimpath -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg")

@@ -9,9 +9,10 @@
 #   iproute2                       network namespaces, bridges and veth pairs (ip)
 #   iptables, conntrack            kubelet and CNI plugins program them on nodes
 #   util-linux                     nsenter, to run daemons inside a network namespace
+#   awscli                         the AWS CLI (2.9), a real client of the local AWS in e2e tests
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iproute2 iptables conntrack util-linux)
+packages=(containerd runc containernetworking-plugins iproute2 iptables conntrack util-linux awscli)
 
 missing=()
 for p in "${packages[@]}"; do
