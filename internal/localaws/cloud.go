@@ -226,7 +226,7 @@ func (c *Cloud) Wait() error {
 // edge verifies it.
 const (
 	controllerKeyID  = "AKIDLOCALCONTROLLER0"
-	controllerSecret = "local-controller-secret" //nolint:gosec // G101: a fixed local key, known to this process only.
+	controllerSecret = "local-controller-secret"
 	controllerUser   = "nodejoin-controller"
 )
 

@@ -197,12 +197,14 @@ func TestEdgeRefusals(t *testing.T) {
 		t.Errorf("EKS, unknown key: %s %d", code, status)
 	}
 	// Unsigned.
-	resp, err := c.STSHTTPClient().PostForm(c.EdgeURL, url.Values{"Action": {"GetCallerIdentity"}, "Version": {"2011-06-15"}})
+	unsigned, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.EdgeURL, strings.NewReader(url.Values{"Action": {"GetCallerIdentity"}, "Version": {"2011-06-15"}}.Encode()))
+	unsigned.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.STSHTTPClient().Do(unsigned)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != 403 {
+	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("unsigned: %d", resp.StatusCode)
 	}
 	// Expired instance credentials.
@@ -240,9 +242,9 @@ func TestEdgeInstanceCredentialsAndPresignedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "assumed-role/nodes/i-0123") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "assumed-role/nodes/i-0123") {
 		t.Errorf("presigned: %d %s", resp.StatusCode, body)
 	}
 	// The admin's credentials, in JSON as the sandbox writes them, do not carry a token.

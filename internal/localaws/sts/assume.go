@@ -52,7 +52,7 @@ func validation(member, value, constraint string) *protocol.Error {
 func (s *STS) assumeRole(req *protocol.Request) (any, *protocol.Error) {
 	caller, ok := protocol.CallerFrom(req.Context)
 	if !ok {
-		return nil, missingAuth
+		return nil, errMissingAuth
 	}
 	p := req.Params
 	roleARN, _ := p.Str("RoleArn")

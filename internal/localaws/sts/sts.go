@@ -197,8 +197,8 @@ func (s *STS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.service.ServeHTTP(w, r)
 }
 
-// missingAuth refuses an action without a verified caller.
-var missingAuth = &protocol.Error{Status: http.StatusForbidden, Code: "MissingAuthenticationToken", Message: "Request is missing Authentication Token"}
+// errMissingAuth refuses an action without a verified caller.
+var errMissingAuth = &protocol.Error{Status: http.StatusForbidden, Code: "MissingAuthenticationToken", Message: "Request is missing Authentication Token"}
 
 // getCallerIdentity answers who signed the request: the verified caller of a signed
 // request, or, for a presigned GET, the owner of the credentials its signature
@@ -209,7 +209,7 @@ func (s *STS) getCallerIdentity(req *protocol.Request) (any, *protocol.Error) {
 		return callerIdentity{Arn: caller.ARN, UserID: caller.UserID, Account: caller.Account}, nil
 	}
 	if req.HTTP.Method != http.MethodGet || !req.HTTP.URL.Query().Has("X-Amz-Credential") {
-		return nil, missingAuth
+		return nil, errMissingAuth
 	}
 	return s.presignedCallerIdentity(req.HTTP)
 }
