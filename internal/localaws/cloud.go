@@ -36,9 +36,12 @@ import (
 	"github.com/nodejoin/nodejoin/internal/pki"
 )
 
-// Cloud is one local AWS account: STS (over HTTPS, as token verifiers insist on), EC2
-// and IAM, each served on a loopback port of the host, for the code of this process —
-// nodejoin-controller in `nodejoin up` — to call through aws-sdk-go-v2.
+// Cloud is one local AWS account: STS (over HTTPS, as token verifiers insist on), EC2,
+// IAM, Auto Scaling and CloudFormation, each served on a loopback port of the host, for
+// the code of this process — nodejoin-controller in `nodejoin up` — to call through
+// aws-sdk-go-v2; and, with WithEdge, all of them on one HTTPS endpoint that verifies
+// signatures (Edge), for users' AWS CLI and eksctl. The per-service ports check that a
+// request is signed, not by whom.
 type Cloud struct {
 	AccountID string
 	Region    string
