@@ -147,7 +147,11 @@ func (e *AuthError) In(shape ErrorShape) *Error {
 	case e.Failure == AuthUnknownKey && shape == EC2Shape:
 		status = http.StatusUnauthorized
 	}
-	return &Error{Status: status, Code: authCodes[e.Failure][shape], Message: e.Message}
+	msg := e.Message
+	if e.Failure == AuthUnknownKey && shape == EC2Shape {
+		msg = "AWS was not able to validate the provided access credentials"
+	}
+	return &Error{Status: status, Code: authCodes[e.Failure][shape], Message: msg}
 }
 
 func authErr(f AuthFailure, format string, args ...any) *AuthError {
