@@ -22,10 +22,11 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
 
-// STS issues temporary credentials to instances (handed out by their IMDS) and answers
-// presigned GetCallerIdentity requests — the requests inside node identity tokens —
-// only when their SigV4 signature verifies against credentials it issued and those have
-// not expired.
+// STS issues temporary credentials to instances (handed out by their IMDS) and to
+// AssumeRole callers whom the role's trust policy allows. It answers GetCallerIdentity
+// with the verified caller of a signed request, and a presigned one — the request
+// inside a node identity token — only when its SigV4 signature verifies against
+// credentials of the account (Lookup) that have not expired.
 type STS struct {
 	AccountID string
 	// CredentialLifetime defaults to six hours, as EC2 role credentials last.
