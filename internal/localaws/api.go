@@ -6,6 +6,7 @@ package localaws
 import (
 	"github.com/nodejoin/nodejoin/internal/localaws/autoscaling"
 	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
+	"github.com/nodejoin/nodejoin/internal/localaws/edge"
 	"github.com/nodejoin/nodejoin/internal/localaws/eks"
 	"github.com/nodejoin/nodejoin/internal/localaws/iam"
 	"github.com/nodejoin/nodejoin/internal/localaws/imds"
@@ -117,3 +118,6 @@ type (
 
 // NewEKS returns an EKS endpoint that knows clusters.
 func NewEKS(clusters ...Cluster) *EKS { return eks.New(clusters...) }
+
+// Edge is the one endpoint of every service (edge.Edge): Cloud.Edge.Route adds one.
+type Edge = edge.Edge

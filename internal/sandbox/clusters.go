@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
@@ -31,7 +32,51 @@ func describe(dir string, s *controlplane.State) Cluster {
 	if s.Running() {
 		c.PID = s.Owner.PID
 	}
+	if a, err := controller.ReadAWSAccess(dir); err == nil {
+		c.AWS = &a
+	}
 	return c
+}
+
+// EnvVar is one variable of a shell environment.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// AWSEnv is the environment that points AWS clients at a cluster's local AWS: the
+// SDKs' AWS_ENDPOINT_URL (and per service), eksctl's own endpoint variables, the CA,
+// region, the administrator's credentials and the AWS CLI profile. The AWS CLI 2.9
+// ignores the endpoint variables and needs --endpoint-url "$AWS_ENDPOINT_URL".
+type AWSEnv []EnvVar
+
+// ShellQuote quotes s for a POSIX shell: in single quotes, each ' written '\”.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// AWSEnvironment returns the environment of the running cluster name's local AWS.
+func AWSEnvironment(name string) (AWSEnv, error) {
+	dir, _, err := running(name)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s serves no local AWS while it is not running; start it with `nodejoin up --name %s` (%w)", name, name, err)
+	}
+	a, err := controller.ReadAWSAccess(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s has no local AWS endpoint recorded; restart it with `nodejoin down --name %s` and `nodejoin up --name %s` (%w)", name, name, name, err)
+	}
+	akid, secret, err := controller.ReadAWSAdminKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	env := AWSEnv{{"AWS_ENDPOINT_URL", a.Endpoint}}
+	for _, svc := range []string{"EC2", "STS", "EKS", "AUTO_SCALING", "CLOUDFORMATION", "IAM", "SSM"} {
+		env = append(env, EnvVar{"AWS_ENDPOINT_URL_" + svc, a.Endpoint})
+	}
+	for _, svc := range []string{"EKS", "CLOUDFORMATION", "EC2", "IAM", "STS"} {
+		env = append(env, EnvVar{"AWS_" + svc + "_ENDPOINT", a.Endpoint})
+	}
+	return append(env, EnvVar{"AWS_CA_BUNDLE", a.CABundle}, EnvVar{"AWS_REGION", a.Region}, EnvVar{"AWS_DEFAULT_REGION", a.Region},
+		EnvVar{"AWS_ACCESS_KEY_ID", akid}, EnvVar{"AWS_SECRET_ACCESS_KEY", secret},
+		EnvVar{"AWS_CONFIG_FILE", a.ConfigFile}, EnvVar{"AWS_SHARED_CREDENTIALS_FILE", a.CredentialsFile}, EnvVar{"AWS_PROFILE", a.Profile}), nil
 }
 
 // List describes every cluster with a state directory, running or not, by name.

@@ -41,6 +41,10 @@ func (c Cluster) WriteSummary(w io.Writer, detached bool) {
 	fmt.Fprintf(w, "  API server:  %s\n", c.Endpoint)
 	fmt.Fprintf(w, "  kubeconfig:  %s\n", c.Kubeconfig)
 	fmt.Fprintf(w, "  logs:        %s\n", c.LogDir)
+	if a := c.AWS; a != nil {
+		fmt.Fprintf(w, "  local AWS:   %s (every service; profile %s, CA %s)\n", a.Endpoint, a.Profile, a.CABundle)
+		fmt.Fprintf(w, "Use it with:  eval \"$(nodejoin aws-env --name %s)\"; aws --endpoint-url \"$AWS_ENDPOINT_URL\" sts get-caller-identity\n", c.Name)
+	}
 	if detached {
 		fmt.Fprintf(w, "Stop it with: nodejoin down --name %s\n", c.Name)
 	} else {

@@ -36,6 +36,7 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 )
@@ -175,7 +176,13 @@ type Cluster struct {
 	LogDir     string `json:"logDir"`
 	// Nodes are the nodes launched with up or add node, as they became Ready.
 	Nodes []Node `json:"nodes"`
+	// AWS is how to reach the cluster's local AWS from the host (one endpoint for every
+	// service); nil before its controller started.
+	AWS *AWSAccess `json:"aws,omitempty"`
 }
+
+// AWSAccess is how to reach a cluster's local AWS from the host.
+type AWSAccess = controller.AWSAccess
 
 func (o *Options) complete() error {
 	if o.Name == "" {

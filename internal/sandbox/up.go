@@ -72,8 +72,17 @@ func (s *Sandbox) Info() Cluster {
 	return Cluster{
 		Name: c.Name(), Running: true, PID: os.Getpid(), Network: string(c.Options().Network),
 		Endpoint: c.Endpoint(), Kubeconfig: c.KubeconfigPath(), StateDir: c.StateDir(),
-		LogDir: filepath.Join(c.StateDir(), "logs"), Nodes: append([]Node{}, s.nodes...),
+		LogDir: filepath.Join(c.StateDir(), "logs"), Nodes: append([]Node{}, s.nodes...), AWS: s.awsAccess(),
 	}
+}
+
+// awsAccess is how to reach the local AWS, once the controller has started it.
+func (s *Sandbox) awsAccess() *AWSAccess {
+	if s.controller == nil {
+		return nil
+	}
+	a := s.controller.AWS()
+	return &a
 }
 
 // Failed is closed when the control plane or the controller stopped on its own; Err

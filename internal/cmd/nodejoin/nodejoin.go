@@ -33,7 +33,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(createCommand(), describeCommand(), scaleCommand(), upgradeCommand(), deleteCommand())
 	root.AddCommand(upCommand(), downCommand(), kubeconfigCommand(),
 		addCommand(), getCommand(), diagnoseCommand(), exportCommand(), serveCommand(), imageCommand(),
-		benchCommand())
+		benchCommand(), awsEnvCommand())
 	root.AddCommand(userdataCommand())
 	return root
 }

@@ -1,12 +1,14 @@
 // Package iam is the local AWS's IAM: instance profiles and their roles, answered on
-// the Query protocol (GetInstanceProfile, GetRole). Of the local AWS it imports the
-// wire layer (protocol) only; the roles of running instances come through RoleHolders.
+// the Query protocol (GetInstanceProfile, GetRole), and each role's trust policy (which
+// STS evaluates for AssumeRole). Of the local AWS it imports the wire layer (protocol)
+// only; the roles of running instances come through RoleHolders.
 package iam
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"net/http"
@@ -38,6 +40,7 @@ type IAM struct {
 	mu       sync.Mutex
 	profiles map[string]string // profile name → role, "" for none
 	roleIDs  map[string]string // role name → unique ID
+	trust    map[string]string // role name → trust policy set with SetTrustPolicy
 	calls    int
 }
 
@@ -48,7 +51,7 @@ type RoleHolders interface {
 
 // New returns the IAM endpoint of an account; instances may be nil.
 func New(accountID string, instances RoleHolders) *IAM {
-	i := &IAM{AccountID: accountID, instances: instances, profiles: map[string]string{}, roleIDs: map[string]string{}}
+	i := &IAM{AccountID: accountID, instances: instances, profiles: map[string]string{}, roleIDs: map[string]string{}, trust: map[string]string{}}
 	i.service = &protocol.Service{
 		Dialect: protocol.Query, WriteError: protocol.QueryErrorWriter(xmlns), Wrap: protocol.QueryWrap(xmlns), Admit: i.admit,
 		Unsigned: &protocol.Error{Status: http.StatusForbidden, Code: "MissingAuthenticationToken", Message: "Request is missing Authentication Token"},
@@ -176,8 +179,39 @@ type instanceProfileResult struct {
 	} `xml:"InstanceProfile"`
 }
 
-// ec2AssumeRolePolicy is the trust policy of an instance role, URL-encoded as IAM returns it.
-var ec2AssumeRolePolicy = url.QueryEscape(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)
+// DefaultTrustPolicy is a role's trust policy unless SetTrustPolicy says otherwise: EC2
+// may assume it (it is an instance role), and so may the account's administrators, as
+// a trust policy naming the account's root allows on AWS.
+func DefaultTrustPolicy(account string) string {
+	return `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"},` +
+		`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::` + account + `:root"},"Action":"sts:AssumeRole"}]}`
+}
+
+// TrustPolicy returns a role's trust policy document (JSON); false when the role does
+// not exist.
+func (i *IAM) TrustPolicy(role string) (string, bool) {
+	if !i.roleExists(role) {
+		return "", false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if doc, ok := i.trust[role]; ok {
+		return doc, true
+	}
+	return DefaultTrustPolicy(i.AccountID), true
+}
+
+// SetTrustPolicy replaces a role's trust policy with a JSON document.
+func (i *IAM) SetTrustPolicy(role, doc string) error {
+	if !json.Valid([]byte(doc)) {
+		return fmt.Errorf("the trust policy of role %s is not a JSON document", role)
+	}
+	i.mu.Lock()
+	i.trust[role] = doc
+	i.mu.Unlock()
+	return nil
+}
 
 // createDate is when the local account's IAM entities were created.
 var createDate = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
@@ -189,9 +223,10 @@ type roleResult struct {
 
 // roleXML describes a role that exists.
 func (i *IAM) role(name, id string) roleXML {
+	policy, _ := i.TrustPolicy(name)
 	return roleXML{
 		Path: "/", RoleName: name, RoleID: id, ARN: fmt.Sprintf("arn:aws:iam::%s:role/%s", i.AccountID, name),
-		CreateDate: createDate, AssumeRolePolicyDocument: ec2AssumeRolePolicy,
+		CreateDate: createDate, AssumeRolePolicyDocument: url.QueryEscape(policy),
 	}
 }
 

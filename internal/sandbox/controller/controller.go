@@ -83,8 +83,11 @@ type Config struct {
 // roles and CRD.
 type Controller struct {
 	cloud *localaws.Cloud
-	// ec2URL is EC2 as instances reach it (the bridge address in the cluster
-	// namespace); ec2Done reports that endpoint's end. Empty and nil in loopback mode.
+	// aws is how the host reaches the local AWS's edge.
+	aws AWSAccess
+	// ec2URL is the local AWS's edge (every service, EC2 included) as instances reach
+	// it (the bridge address in the cluster namespace); ec2Done reports that
+	// endpoint's end. Empty and nil in loopback mode.
 	ec2URL  string
 	ec2Done chan error
 	failed  chan struct{} // closed when the controller or the control plane stopped
@@ -132,9 +135,18 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		}
 		return nil, err
 	}
-	var err error
+	// The edge's port and the administrator's key are chosen once, when the cluster
+	// starts, and recorded in its state directory with the AWS CLI's files.
+	rec, err := loadAWSRecord(cl.StateDir())
+	if err != nil {
+		return fail(fmt.Errorf("the local AWS's access: %w", err))
+	}
 	if c.cloud, err = localaws.StartCloud(ctx, cfg.AccountID, cl.CA(), log, localaws.WithRegion(cfg.Region),
-		localaws.WithDHCPDomainName(cfg.DHCPDomainName)); err != nil {
+		localaws.WithDHCPDomainName(cfg.DHCPDomainName), localaws.WithAdminKey(rec.AccessKeyID, rec.SecretAccessKey),
+		localaws.WithEdge(fmt.Sprintf("127.0.0.1:%d", rec.Port))); err != nil {
+		return fail(err)
+	}
+	if c.aws, err = writeAWSFiles(cl.StateDir(), cl.Name(), cfg.Region, cl.CAFile(), c.cloud, rec); err != nil {
 		return fail(err)
 	}
 	if cfg.Launcher != nil {
@@ -147,16 +159,18 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		}
 	}
 	if ns := cl.Namespace(); ns.Name != "" {
-		// Instances call EC2 too (the network add-on's ipamd): it is served for them
-		// inside the cluster namespace, on the bridge address, like the token webhook.
+		// Instances call the local AWS too (the network add-on's ipamd calls EC2,
+		// nodeadm EKS): the edge is served for them inside the cluster namespace, on
+		// the bridge address, like the token webhook; their role credentials are STS's,
+		// which the edge knows. Plain HTTP, as the instances' SDKs are given no CA.
 		opts := cl.Options()
 		addr := netip.AddrPortFrom(opts.BridgeAddr(), EC2Port).String()
 		l, err := ns.Listen("tcp", addr)
 		if err != nil {
-			return fail(fmt.Errorf("listening for EC2 inside the cluster namespace: %w", err))
+			return fail(fmt.Errorf("listening for the local AWS inside the cluster namespace: %w", err))
 		}
 		c.ec2URL, c.ec2Done = "http://"+addr, make(chan error, 1)
-		srv := &http.Server{Handler: c.cloud.EC2, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		srv := &http.Server{Handler: c.cloud.Edge, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		go func() { c.ec2Done <- httpserver.Serve(ctx, srv, l) }()
 	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
@@ -255,12 +269,18 @@ func AWSNodeOptions(cluster, ec2URL, region string) addons.AWSNodeOptions {
 	}
 }
 
-// EC2Port is EC2's port on the bridge address inside the cluster namespace.
+// EC2Port is the local AWS's port (the edge: every service, EC2 included) on the
+// bridge address inside the cluster namespace.
 const EC2Port = 8773
 
-// EC2InternalURL is EC2's endpoint as instances reach it (AWS_ENDPOINT_URL_EC2 of the
-// network add-on); empty without a cluster namespace.
+// EC2InternalURL is the local AWS's edge as instances reach it, serving every service:
+// AWS_ENDPOINT_URL_EC2 of the network add-on, AWS_ENDPOINT_URL of nodeadm. Empty
+// without a cluster namespace.
 func (c *Controller) EC2InternalURL() string { return c.ec2URL }
+
+// AWS is how the host reaches the local AWS: the edge's HTTPS endpoint, its CA and
+// the AWS CLI profile of the account's administrator.
+func (c *Controller) AWS() AWSAccess { return c.aws }
 
 // nodeGroups configures the NodeGroup controller for the local cloud: its EC2 and Auto
 // Scaling endpoints through aws-sdk-go-v2, exactly as against AWS; groups span the

@@ -413,7 +413,8 @@ func unlinkNodeDir(r *Record) {
 
 // instanceEnv is the environment of an instance's processes: nothing of the host's AWS
 // configuration, the instance's own metadata endpoint, the local STS and, for a real
-// instance, the local EC2.
+// instance, the local AWS's edge (every service: EC2 for the node's name, EKS for
+// user data that names the cluster only).
 func (inst *Instance) instanceEnv() []string {
 	imds := "http://" + imdsAddr.String()
 	if inst.imdsURL != "" {
@@ -431,10 +432,11 @@ func (inst *Instance) instanceEnv() []string {
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds,
 		"AWS_ENDPOINT_URL_STS=" + inst.p.cfg.Cloud.STSURL,
 	}
-	// nodeadm names the node from EC2's private DNS name, as the webhook does; EC2 is
-	// reachable only from inside the cluster namespace, where real instances live.
+	// nodeadm names the node from EC2's private DNS name, as the webhook does; the edge
+	// is reachable only from inside the cluster namespace, where real instances live.
+	// STS keeps its own endpoint: node tokens presign for the host the webhook trusts.
 	if e := inst.p.cfg.EC2Endpoint; e != "" && inst.Kubelet == KubeletReal {
-		env = append(env, "AWS_ENDPOINT_URL_EC2="+e)
+		env = append(env, "AWS_ENDPOINT_URL="+e, "AWS_ENDPOINT_URL_EC2="+e)
 	}
 	return env
 }
