@@ -53,7 +53,7 @@ func TestCustomDHCPDomain(t *testing.T) {
 	instanceID := node.Spec.ProviderID[strings.LastIndex(node.Spec.ProviderID, "/")+1:]
 
 	// EC2's name for the instance is the node's name.
-	out, err := clusterEC2(name).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	out, err := c.clusterEC2(name).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
 	if err != nil {
 		t.Fatalf("DescribeInstances %s: %v", instanceID, err)
 	}

@@ -73,7 +73,7 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 		ids = append(ids, in.InstanceID)
 		nodeOf[in.InstanceID] = in.NodeName
 	}
-	desc, err := clusterEC2(name).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	desc, err := c.clusterEC2(name).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	if err != nil {
 		t.Fatalf("DescribeInstances %v: %v", ids, err)
 	}

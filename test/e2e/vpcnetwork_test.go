@@ -30,14 +30,20 @@ import (
 )
 
 // clusterEC2 is the SDK's EC2 client for a local cluster's EC2, reached as instances
-// reach it: on the bridge address inside the cluster namespace.
-func clusterEC2(name string) *ec2.Client {
+// reach it: on the bridge address inside the cluster namespace, where the local AWS's
+// edge verifies signatures; it signs with the account administrator's key.
+func (c *cli) clusterEC2(name string) *ec2.Client {
+	c.t.Helper()
+	akid, secret, err := controller.ReadAWSAdminKey(filepath.Join(c.state, "nodejoin", name))
+	if err != nil {
+		c.t.Fatalf("reading the local AWS administrator's key: %v", err)
+	}
 	ns := netns.NS{Name: "nodejoin-" + name}
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return ns.DialContext(ctx, network, addr)
 	}}
 	cfg := aws.Config{Region: controller.DefaultRegion, HTTPClient: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDE2E", "e2e-secret", "")}
+		Credentials: credentials.NewStaticCredentialsProvider(akid, secret, "")}
 	return ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 		o.BaseEndpoint = aws.String(fmt.Sprintf("http://198.18.0.1:%d", controller.EC2Port))
 	})
@@ -98,7 +104,7 @@ func TestVPCNetworkPodsOnENIAddresses(t *testing.T) {
 		t.Fatalf("nodes: %v, %v", nodes, err)
 	}
 	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	ec2c := clusterEC2(name)
+	ec2c := c.clusterEC2(name)
 	poll("the default ServiceAccount", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil

@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodejoin/nodejoin/internal/testenv"
+)
+
+// debianAWS is Debian's awscli (2.9), which `make deps` installs. It is named by path:
+// another `aws` earlier in PATH (a pip-installed version 1, say) would be another client.
+const debianAWS = "/usr/bin/aws"
+
+// awsTools runs the real AWS CLI and eksctl against a local cluster's AWS endpoint, with
+// the environment `nodejoin aws-env` prints and nothing of the host's AWS configuration.
+type awsTools struct {
+	t        *testing.T
+	env      []string
+	endpoint string
+	eksctl   string
+}
+
+func newAWSTools(t *testing.T, c *cli, cluster string) *awsTools {
+	t.Helper()
+	if _, err := os.Stat(debianAWS); err != nil {
+		t.Fatalf("the AWS CLI %s is missing: run `make deps` (as root)", debianAWS)
+	}
+	vars := map[string]string{}
+	c.runJSON(false, &vars, "aws-env", "--name", cluster, "-o", "json")
+	a := &awsTools{t: t, endpoint: vars["AWS_ENDPOINT_URL"], eksctl: filepath.Join(testenv.BinDir(t, "eksctl"), "eksctl")}
+	if a.endpoint == "" {
+		t.Fatalf("aws-env printed no AWS_ENDPOINT_URL: %v", vars)
+	}
+	home := t.TempDir()
+	a.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "kubeconfig")}
+	for k, v := range vars {
+		a.env = append(a.env, k+"="+v)
+	}
+	return a
+}
+
+func (a *awsTools) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(a.t.Context(), name, args...)
+	cmd.Env = a.env
+	return cmd
+}
+
+// aws runs the AWS CLI with --endpoint-url (2.9 reads no endpoint from the environment)
+// and returns its standard output.
+func (a *awsTools) aws(args ...string) string {
+	a.t.Helper()
+	out, err := a.awsErr(args...)
+	if err != nil {
+		a.t.Fatalf("aws %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (a *awsTools) awsErr(args ...string) (string, error) {
+	cmd := a.command(debianAWS, append([]string{"--endpoint-url", a.endpoint, "--output", "json"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
+}
+
+func (a *awsTools) awsJSON(v any, args ...string) {
+	a.t.Helper()
+	out := a.aws(args...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		a.t.Fatalf("aws %s: decoding %q: %v", strings.Join(args, " "), out, err)
+	}
+}
+
+// eksctlRun runs eksctl, which finds the endpoint in its own variables.
+func (a *awsTools) eksctlRun(args ...string) string {
+	a.t.Helper()
+	out, err := a.command(a.eksctl, args...).CombinedOutput()
+	if err != nil {
+		a.t.Fatalf("eksctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// The seeds' commands, typed as the seeds type them apart from the endpoint, drive a
+// local cluster of real kubelets: the AWS CLI creates a managed node group through
+// EKS, eksctl lists and scales it, EC2 shows each instance's user data, EKS upgrades
+// the group to a newer AMI release with describe-update following the managed
+// upgrade, an Auto Scaling change behind the node group's back is put back, and a
+// self-managed group whose user data names only the cluster joins through
+// DescribeCluster.
+func TestAWSToolsDriveALocalCluster(t *testing.T) {
+	name := "e2e-awstools"
+	c, kubeconfig, _ := upCluster(t, name, "--nodes", "0", "--nodegroup-kubelet", "real")
+	a := newAWSTools(t, c, name)
+	poll := func(what string, timeout time.Duration, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			ok, state := cond()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after %s; last: %s\nnodes:\n%s", what, timeout, state, c.kubectl(kubeconfig, "get", "nodes", "-o", "wide"))
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+
+	// Who am I: the cluster's local administrator.
+	var caller struct{ Arn, Account string }
+	a.awsJSON(&caller, "sts", "get-caller-identity")
+	if !strings.HasSuffix(caller.Arn, ":user/nodejoin-admin") {
+		t.Errorf("get-caller-identity: %+v", caller)
+	}
+
+	// describe-cluster: what bootstrap.sh asks for, and what eksctl needs.
+	var cluster struct {
+		Cluster struct {
+			Name, Endpoint, Version, Status string
+			CertificateAuthority            struct{ Data string }
+			ResourcesVpcConfig              struct {
+				SubnetIDs []string `json:"subnetIds"`
+				VpcID     string   `json:"vpcId"`
+			}
+		}
+	}
+	a.awsJSON(&cluster, "eks", "describe-cluster", "--name", name)
+	if cluster.Cluster.Status != "ACTIVE" || cluster.Cluster.Endpoint == "" || cluster.Cluster.CertificateAuthority.Data == "" || len(cluster.Cluster.ResourcesVpcConfig.SubnetIDs) < 2 {
+		t.Fatalf("describe-cluster: %+v", cluster.Cluster)
+	}
+
+	// The oldest and newest AMI releases EKS offers for the cluster's version, as
+	// eksctl resolves them: through SSM's public parameters.
+	latest := strings.TrimSpace(a.aws("ssm", "get-parameter", "--name",
+		"/aws/service/eks/optimized-ami/"+cluster.Cluster.Version+"/amazon-linux-2023/x86_64/standard/recommended/release_version",
+		"--query", "Parameter.Value", "--output", "text"))
+	if latest == "" {
+		t.Fatal("SSM has no recommended AL2023 release")
+	}
+
+	// A managed node group through EKS, on an older release than the latest.
+	var images struct{ Images []struct{ Name, ImageID string } }
+	a.awsJSON(&images, "ec2", "describe-images", "--owners", "amazon", "--filters", "Name=name,Values=amazon-eks-node-al2023-x86_64-standard-"+cluster.Cluster.Version+"-*")
+	if len(images.Images) < 2 {
+		t.Fatalf("describe-images: %d AL2023 images, want at least 2", len(images.Images))
+	}
+	older := olderRelease(t, a, cluster.Cluster.Version, latest)
+	a.aws("eks", "create-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh",
+		"--scaling-config", "minSize=0,maxSize=10,desiredSize=1", "--subnets", cluster.Cluster.ResourcesVpcConfig.SubnetIDs[0], cluster.Cluster.ResourcesVpcConfig.SubnetIDs[1],
+		"--node-role", "arn:aws:iam::"+caller.Account+":role/nodejoin-"+name+"-node", "--ami-type", "AL2023_x86_64_STANDARD",
+		"--release-version", older, "--labels", "tier=aws-tools")
+	describe := func() nodegroupJSON {
+		var out struct{ Nodegroup nodegroupJSON }
+		a.awsJSON(&out, "eks", "describe-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
+		return out.Nodegroup
+	}
+	poll("ng1-public-ssh ACTIVE with 1 Ready node", 3*time.Minute, func() (bool, string) {
+		ng := describe()
+		return ng.Status == "ACTIVE" && len(c.readyNodes(kubeconfig)) == 1, fmt.Sprintf("%+v", ng)
+	})
+	ng := describe()
+	if ng.ReleaseVersion != older || ng.AmiType != "AL2023_x86_64_STANDARD" || ng.Labels["tier"] != "aws-tools" || len(ng.Subnets) != 2 ||
+		len(ng.Resources.AutoScalingGroups) != 1 || ng.CreatedAt <= 0 {
+		t.Errorf("describe-nodegroup: %+v", ng)
+	}
+
+	// eksctl get ng, and eksctl scale ng as seed 000 types it.
+	out := a.eksctlRun("get", "ng", "--cluster="+name)
+	if !strings.Contains(out, "ng1-public-ssh") || !strings.Contains(out, "ACTIVE") {
+		t.Errorf("eksctl get ng:\n%s", out)
+	}
+	a.eksctlRun("scale", "ng", "--nodes=2", "--nodes-max=10", "--name=ng1-public-ssh", "--cluster="+name, "--wait")
+	poll("2 Ready nodes after eksctl scale", 3*time.Minute, func() (bool, string) {
+		n := c.readyNodes(kubeconfig)
+		return len(n) == 2, fmt.Sprint(n)
+	})
+	if got := c.getNodeGroup(name, "ng1-public-ssh").Spec.Scaling.DesiredSize; got == nil || *got != 2 {
+		t.Errorf("NodeGroup desiredSize after eksctl scale = %v, want 2", got)
+	}
+
+	// Each instance's user data, as seed 000 reads it (jq -r .UserData.Value | base64 -d).
+	var reservations struct {
+		Reservations []struct{ Instances []struct{ InstanceID string `json:"InstanceId"` } }
+	}
+	a.awsJSON(&reservations, "ec2", "describe-instances", "--filters", "Name=tag:eks:nodegroup-name,Values=ng1-public-ssh", "Name=instance-state-name,Values=running")
+	var ids []string
+	for _, r := range reservations.Reservations {
+		for _, in := range r.Instances {
+			ids = append(ids, in.InstanceID)
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("describe-instances tag:eks:nodegroup-name=ng1-public-ssh: %v", ids)
+	}
+	var attr struct{ UserData struct{ Value string } }
+	a.awsJSON(&attr, "ec2", "describe-instance-attribute", "--instance-id", ids[0], "--attribute", "userData")
+	ud, err := base64.StdEncoding.DecodeString(attr.UserData.Value)
+	if err != nil || !strings.Contains(string(ud), "node.eks.aws") {
+		t.Errorf("user data of %s: %v\n%s", ids[0], err, ud)
+	}
+
+	// Auto Scaling changed behind the node group's back: the node group owns the size.
+	asg := ng.Resources.AutoScalingGroups[0].Name
+	a.aws("autoscaling", "set-desired-capacity", "--auto-scaling-group-name", asg, "--desired-capacity", "3")
+	poll("the Auto Scaling group back at the node group's size", 2*time.Minute, func() (bool, string) {
+		var groups struct {
+			AutoScalingGroups []struct{ DesiredCapacity int }
+		}
+		a.awsJSON(&groups, "autoscaling", "describe-auto-scaling-groups", "--auto-scaling-group-names", asg)
+		return len(groups.AutoScalingGroups) == 1 && groups.AutoScalingGroups[0].DesiredCapacity == 2, fmt.Sprintf("%+v", groups)
+	})
+
+	// A managed upgrade to the latest release, followed through describe-update.
+	var upd struct{ Update struct{ ID, Status, Type string } }
+	a.awsJSON(&upd, "eks", "update-nodegroup-version", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh", "--release-version", latest)
+	if upd.Update.Type != "VersionUpdate" || upd.Update.ID == "" {
+		t.Fatalf("update-nodegroup-version: %+v", upd.Update)
+	}
+	poll("the version update Successful", 6*time.Minute, func() (bool, string) {
+		var d struct{ Update struct{ Status string } }
+		a.awsJSON(&d, "eks", "describe-update", "--name", name, "--nodegroup-name", "ng1-public-ssh", "--update-id", upd.Update.ID)
+		if d.Update.Status == "Failed" || d.Update.Status == "Cancelled" {
+			t.Fatalf("update %s: %s", upd.Update.ID, a.aws("eks", "describe-update", "--name", name, "--nodegroup-name", "ng1-public-ssh", "--update-id", upd.Update.ID))
+		}
+		return d.Update.Status == "Successful", d.Update.Status
+	})
+	if ng := describe(); ng.ReleaseVersion != latest || ng.Status != "ACTIVE" {
+		t.Errorf("after the upgrade: %+v", ng)
+	}
+	var updates struct{ UpdateIDs []string `json:"updateIds"` }
+	a.awsJSON(&updates, "eks", "list-updates", "--name", name, "--nodegroup-name", "ng1-public-ssh")
+	if !slices.Contains(updates.UpdateIDs, upd.Update.ID) {
+		t.Errorf("list-updates: %v lacks %s", updates.UpdateIDs, upd.Update.ID)
+	}
+
+	// A self-managed group whose user data is seed 001's second sample: only the
+	// cluster's name, the endpoint and CA found through DescribeCluster.
+	userData := strings.ReplaceAll(`MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="==MYBOUNDARY=="
+
+--==MYBOUNDARY==
+Content-Type: text/x-shellscript; charset="us-ascii"
+
+set -ex
+/etc/eks/bootstrap.sh bys-dev-eks-main
+
+--==MYBOUNDARY==--
+`, "bys-dev-eks-main", name)
+	ltData, _ := json.Marshal(map[string]any{
+		"ImageId": images.Images[0].ImageID, "InstanceType": "m5.large",
+		"IamInstanceProfile": map[string]string{"Name": "nodejoin-" + name + "-node"},
+		"UserData":           base64.StdEncoding.EncodeToString([]byte(userData)),
+	})
+	a.aws("ec2", "create-launch-template", "--launch-template-name", "self-managed", "--launch-template-data", string(ltData))
+	a.aws("autoscaling", "create-auto-scaling-group", "--auto-scaling-group-name", "self-managed",
+		"--launch-template", "LaunchTemplateName=self-managed,Version=$Latest", "--min-size", "1", "--max-size", "1",
+		"--vpc-zone-identifier", cluster.Cluster.ResourcesVpcConfig.SubnetIDs[0])
+	poll("the self-managed node Ready", 3*time.Minute, func() (bool, string) {
+		n := c.readyNodes(kubeconfig)
+		return len(n) == 3, fmt.Sprint(n)
+	})
+
+	// Deleting the managed group through EKS removes its nodes.
+	a.aws("eks", "delete-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
+	poll("ng1-public-ssh gone", 3*time.Minute, func() (bool, string) {
+		out, err := a.awsErr("eks", "describe-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
+		return err != nil && strings.Contains(out, "ResourceNotFoundException"), out
+	})
+}
+
+// nodegroupJSON is what the tests read of describe-nodegroup's nodegroup.
+type nodegroupJSON struct {
+	Status, ReleaseVersion, AmiType string
+	Labels                          map[string]string
+	Subnets                         []string
+	CreatedAt                       float64
+	Resources                       struct {
+		AutoScalingGroups []struct{ Name string }
+	}
+}
+
+// olderRelease returns an AL2023 release of version other than latest, from the
+// images' names (…-v20261015 is release <kubernetes patch>-20261015).
+func olderRelease(t *testing.T, a *awsTools, version, latest string) string {
+	t.Helper()
+	var images struct{ Images []struct{ Name string } }
+	a.awsJSON(&images, "ec2", "describe-images", "--owners", "amazon", "--filters", "Name=name,Values=amazon-eks-node-al2023-x86_64-standard-"+version+"-*")
+	patch, _, _ := strings.Cut(latest, "-")
+	for _, im := range images.Images {
+		if i := strings.LastIndex(im.Name, "-v"); i >= 0 {
+			if r := patch + "-" + im.Name[i+2:]; r != latest {
+				return r
+			}
+		}
+	}
+	t.Fatalf("no AL2023 release but %s among %+v", latest, images.Images)
+	return ""
+}
