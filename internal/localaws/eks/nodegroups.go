@@ -141,28 +141,7 @@ func validateScaling(s *eksapi.ScalingConfig, full bool) error {
 	if !full {
 		return nil
 	}
-	return CheckSizes(*s)
-}
-
-// CheckSizes checks that a node group's sizes fit together, in EKS's words. Backends
-// call it after merging a partial scalingConfig with the group's.
-func CheckSizes(s eksapi.ScalingConfig) error {
-	get := func(p *int32) int32 {
-		if p == nil {
-			return -1
-		}
-		return *p
-	}
-	lo, hi, d := get(s.MinSize), get(s.MaxSize), get(s.DesiredSize)
-	switch {
-	case lo >= 0 && hi >= 0 && lo > hi:
-		return eksapi.InvalidParameter("scalingConfig: minimum capacity %d can't be greater than maximum capacity %d", lo, hi)
-	case d >= 0 && lo >= 0 && d < lo:
-		return eksapi.InvalidParameter("scalingConfig: desired capacity %d can't be lower than minimum capacity %d", d, lo)
-	case d >= 0 && hi >= 0 && d > hi:
-		return eksapi.InvalidParameter("scalingConfig: desired capacity %d can't be greater than maximum capacity %d", d, hi)
-	}
-	return nil
+	return eksapi.CheckSizes(*s)
 }
 
 func validateTaints(field string, taints []eksapi.Taint) error {
