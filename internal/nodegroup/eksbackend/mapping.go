@@ -274,3 +274,5 @@ func orDefault[T ~string](v, def T) T {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }
