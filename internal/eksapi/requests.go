@@ -97,7 +97,7 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// NotFound, InUse, InvalidParameter and InvalidRequest are the usual Errors.
+// NotFound reports a cluster, node group, update or access entry that is not there.
 func NotFound(format string, args ...any) *Error {
 	return Errorf(CodeResourceNotFound, format, args...)
 }
@@ -122,7 +122,7 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// The AMI types the local EKS runs: the x86_64 images of the families nodejoin renders
+// AMITypes are the AMI types the local EKS runs: the x86_64 images of the families nodejoin renders
 // user data for. Arm, GPU, Neuron and CUSTOM types are refused by name.
 var AMITypes = []string{
 	"AL2023_x86_64_STANDARD", "AL2_x86_64", "BOTTLEROCKET_x86_64",

@@ -57,7 +57,7 @@ func (e *EKS) listAccessEntries(c *call) (any, error) {
 	if c.query.Get("associatedPolicyArn") != "" {
 		return nil, eksapi.InvalidParameter("associatedPolicyArn: the local EKS's node access entries have no access policies")
 	}
-	p, err := readPage(c.query, 100)
+	p, err := readPage(c.query)
 	if err != nil {
 		return nil, err
 	}

@@ -302,7 +302,7 @@ func writeError(w http.ResponseWriter, e *eksapi.Error) {
 }
 
 func (e *EKS) listClusters(c *call) (any, error) {
-	p, err := readPage(c.query, 100)
+	p, err := readPage(c.query)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (e *EKS) describeClusterVersions(c *call) (any, error) {
 			return nil, eksapi.InvalidParameter("%s: the local EKS lists eks clusters' versions in STANDARD_SUPPORT only, not %q", unsupported, v)
 		}
 	}
-	p, err := readPage(c.query, 100)
+	p, err := readPage(c.query)
 	if err != nil {
 		return nil, err
 	}

@@ -160,7 +160,7 @@ func TestListNodegroupsPages(t *testing.T) {
 		{ClusterName: aws.String("demo"), NextToken: aws.String("forged")},
 	} {
 		_, err := c.ListNodegroups(ctx, in)
-		if code, _ := awstest.APICode(t, err); code != "InvalidParameterException" || !(strings.Contains(err.Error(), "maxResults") || strings.Contains(err.Error(), "nextToken")) {
+		if code, _ := awstest.APICode(t, err); code != "InvalidParameterException" || !strings.Contains(err.Error(), "maxResults") && !strings.Contains(err.Error(), "nextToken") {
 			t.Errorf("ListNodegroups(%+v) = %v", in, err)
 		}
 	}
@@ -329,7 +329,7 @@ func TestWireErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var msg map[string]string
 		_ = json.NewDecoder(resp.Body).Decode(&msg)
 		if resp.StatusCode >= 400 && resp.Header.Get("X-Amzn-Errortype") != msg["__type"] {

@@ -73,6 +73,11 @@ func validateCreate(in *eksapi.CreateNodegroupRequest) error {
 			return eksapi.InvalidParameter("%s is not supported: %s", u.name, u.why)
 		}
 	}
+	return validateCreateValues(in)
+}
+
+// validateCreateValues checks the values of a CreateNodegroup body.
+func validateCreateValues(in *eksapi.CreateNodegroupRequest) error {
 	if in.ScalingConfig != nil {
 		if err := validateScaling(in.ScalingConfig, true); err != nil {
 			return err
@@ -111,6 +116,12 @@ func validateCreate(in *eksapi.CreateNodegroupRequest) error {
 	if in.ReleaseVersion != "" && !releaseVersionRE.MatchString(in.ReleaseVersion) {
 		return eksapi.InvalidParameter("releaseVersion: %q is not a release version such as 1.37.0-20261127", in.ReleaseVersion)
 	}
+	return validateCreateMaps(in)
+}
+
+// validateCreateMaps checks a CreateNodegroup body's labels, taints, tags and update
+// config.
+func validateCreateMaps(in *eksapi.CreateNodegroupRequest) error {
 	if len(in.Labels) > maxLabels {
 		return eksapi.InvalidParameter("labels: %d labels; at most %d", len(in.Labels), maxLabels)
 	}
@@ -208,7 +219,7 @@ func (e *EKS) deleteNodegroup(c *call) (any, error) {
 }
 
 func (e *EKS) listNodegroups(c *call) (any, error) {
-	p, err := readPage(c.query, 100)
+	p, err := readPage(c.query)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +266,20 @@ func validateConfigUpdate(in *eksapi.UpdateNodegroupConfigRequest) error {
 			return err
 		}
 	}
-	if l := in.Labels; l != nil {
+	if err := validateLabelUpdate(in.Labels); err != nil {
+		return err
+	}
+	if err := validateTaintUpdate(in.Taints); err != nil {
+		return err
+	}
+	if in.UpdateConfig != nil {
+		return validateUpdateConfig(in.UpdateConfig)
+	}
+	return nil
+}
+
+func validateLabelUpdate(l *eksapi.UpdateLabels) error {
+	if l != nil {
 		if len(l.AddOrUpdateLabels) > maxLabels || len(l.RemoveLabels) > maxLabels {
 			return eksapi.InvalidParameter("labels: at most %d labels to add and %d to remove", maxLabels, maxLabels)
 		}
@@ -265,7 +289,11 @@ func validateConfigUpdate(in *eksapi.UpdateNodegroupConfigRequest) error {
 			}
 		}
 	}
-	if t := in.Taints; t != nil {
+	return nil
+}
+
+func validateTaintUpdate(t *eksapi.UpdateTaints) error {
+	if t != nil {
 		if err := validateTaints("taints.addOrUpdateTaints", t.AddOrUpdateTaints); err != nil {
 			return err
 		}
@@ -280,9 +308,6 @@ func validateConfigUpdate(in *eksapi.UpdateNodegroupConfigRequest) error {
 				return eksapi.InvalidParameter("taints: %s:%s is both in addOrUpdateTaints and in removeTaints", r.Key, r.Effect)
 			}
 		}
-	}
-	if in.UpdateConfig != nil {
-		return validateUpdateConfig(in.UpdateConfig)
 	}
 	return nil
 }
@@ -335,7 +360,7 @@ func (e *EKS) describeUpdate(c *call) (any, error) {
 }
 
 func (e *EKS) listUpdates(c *call) (any, error) {
-	p, err := readPage(c.query, 100)
+	p, err := readPage(c.query)
 	if err != nil {
 		return nil, err
 	}

@@ -19,13 +19,16 @@ type page struct {
 	token string
 }
 
-// readPage reads maxResults (1 to hi; all when absent) and nextToken.
-func readPage(q url.Values, hi int) (page, error) {
+// maxPage is the largest page EKS's List operations give.
+const maxPage = 100
+
+// readPage reads maxResults (1 to maxPage; all when absent) and nextToken.
+func readPage(q url.Values) (page, error) {
 	var p page
 	if s := q.Get("maxResults"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > hi {
-			return p, eksapi.InvalidParameter("maxResults: %q is not a number from 1 to %d", s, hi)
+		if err != nil || n < 1 || n > maxPage {
+			return p, eksapi.InvalidParameter("maxResults: %q is not a number from 1 to %d", s, maxPage)
 		}
 		p.max = n
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/retry"
 
@@ -139,7 +139,7 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate 
 			return err
 		}
 		gen := ng.Generation
-		if !apierrors.Semantic.DeepEqual(ng.Spec, next.Spec) {
+		if !equality.Semantic.DeepEqual(ng.Spec, next.Spec) {
 			gen++
 		}
 		rec := updateRecord{ID: string(uuid.NewUUID()), Type: typ, Params: params, CreatedAt: b.now().UTC().Truncate(time.Millisecond), Generation: gen}
@@ -151,7 +151,7 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate 
 			return err
 		}
 		if err := b.c.Update(ctx, next); err != nil {
-			if kerrors.IsInvalid(err) {
+			if apierrors.IsInvalid(err) {
 				return eksapi.InvalidParameter("the change is not valid: %s", invalidText(err))
 			}
 			return err
