@@ -27,7 +27,7 @@ func (e *EKS) createAccessEntry(c *call) (any, error) {
 	if err := validateTags(in.Tags); err != nil {
 		return nil, err
 	}
-	ae, err := e.backend.CreateAccessEntry(c.ctx, c.params[0], &in)
+	ae, err := c.backend.CreateAccessEntry(c.ctx, c.params[0], &in)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ type accessEntryOut struct {
 }
 
 func (e *EKS) describeAccessEntry(c *call) (any, error) {
-	ae, err := e.backend.DescribeAccessEntry(c.ctx, c.params[0], c.params[1])
+	ae, err := c.backend.DescribeAccessEntry(c.ctx, c.params[0], c.params[1])
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (e *EKS) describeAccessEntry(c *call) (any, error) {
 }
 
 func (e *EKS) deleteAccessEntry(c *call) (any, error) {
-	if err := e.backend.DeleteAccessEntry(c.ctx, c.params[0], c.params[1]); err != nil {
+	if err := c.backend.DeleteAccessEntry(c.ctx, c.params[0], c.params[1]); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil
@@ -61,7 +61,7 @@ func (e *EKS) listAccessEntries(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	arns, err := e.backend.ListAccessEntries(c.ctx, c.params[0])
+	arns, err := c.backend.ListAccessEntries(c.ctx, c.params[0])
 	if err != nil {
 		return nil, err
 	}

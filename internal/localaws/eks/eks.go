@@ -91,6 +91,20 @@ func NewWithBackend(b Backend, log *slog.Logger) *EKS {
 	return &EKS{backend: b, log: log}
 }
 
+// SetBackend replaces the backend: the local AWS starts before the cluster's API server
+// it serves node groups from, so the integrator swaps the backend in once it is up.
+func (e *EKS) SetBackend(b Backend) {
+	e.mu.Lock()
+	e.backend = b
+	e.mu.Unlock()
+}
+
+func (e *EKS) current() Backend {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.backend
+}
+
 // Throttle makes the next n calls fail as EKS does under load.
 func (e *EKS) Throttle(n int) {
 	e.mu.Lock()
@@ -115,6 +129,8 @@ type call struct {
 	params []string
 	query  url.Values
 	r      *http.Request
+	// backend is the backend when the request came in.
+	backend Backend
 }
 
 // route is one operation: its method, its path with * for a parameter, and its handler.
@@ -238,7 +254,7 @@ func (e *EKS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	out, err := op.handle(e, &call{ctx: r.Context(), params: params, query: r.URL.Query(), r: r})
+	out, err := op.handle(e, &call{ctx: r.Context(), params: params, query: r.URL.Query(), r: r, backend: e.current()})
 	if err != nil {
 		if aerr, ok := eksapi.AsError(err); ok {
 			writeError(w, aerr)
@@ -306,7 +322,7 @@ func (e *EKS) listClusters(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, err := e.backend.ListClusters(c.ctx)
+	names, err := c.backend.ListClusters(c.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +334,7 @@ func (e *EKS) listClusters(c *call) (any, error) {
 }
 
 func (e *EKS) describeCluster(c *call) (any, error) {
-	cl, err := e.backend.DescribeCluster(c.ctx, c.params[0])
+	cl, err := c.backend.DescribeCluster(c.ctx, c.params[0])
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +366,7 @@ func (e *EKS) describeClusterVersions(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := e.backend.ClusterVersions(c.ctx)
+	all, err := c.backend.ClusterVersions(c.ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (e *EKS) createNodegroup(c *call) (any, error) {
 	if err := validateCreate(&in); err != nil {
 		return nil, err
 	}
-	ng, err := e.backend.CreateNodegroup(c.ctx, c.params[0], &in)
+	ng, err := c.backend.CreateNodegroup(c.ctx, c.params[0], &in)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func validateUpdateConfig(u *eksapi.UpdateConfig) error {
 }
 
 func (e *EKS) describeNodegroup(c *call) (any, error) {
-	ng, err := e.backend.DescribeNodegroup(c.ctx, c.params[0], c.params[1])
+	ng, err := c.backend.DescribeNodegroup(c.ctx, c.params[0], c.params[1])
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (e *EKS) describeNodegroup(c *call) (any, error) {
 }
 
 func (e *EKS) deleteNodegroup(c *call) (any, error) {
-	ng, err := e.backend.DeleteNodegroup(c.ctx, c.params[0], c.params[1])
+	ng, err := c.backend.DeleteNodegroup(c.ctx, c.params[0], c.params[1])
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (e *EKS) listNodegroups(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, err := e.backend.ListNodegroups(c.ctx, c.params[0])
+	names, err := c.backend.ListNodegroups(c.ctx, c.params[0])
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (e *EKS) updateNodegroupConfig(c *call) (any, error) {
 	if err := validateConfigUpdate(&in); err != nil {
 		return nil, err
 	}
-	u, err := e.backend.UpdateNodegroupConfig(c.ctx, c.params[0], c.params[1], &in)
+	u, err := c.backend.UpdateNodegroupConfig(c.ctx, c.params[0], c.params[1], &in)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ func (e *EKS) updateNodegroupVersion(c *call) (any, error) {
 	case in.ReleaseVersion != "" && !releaseVersionRE.MatchString(in.ReleaseVersion):
 		return nil, eksapi.InvalidParameter("releaseVersion: %q is not a release version such as 1.37.0-20261127", in.ReleaseVersion)
 	}
-	u, err := e.backend.UpdateNodegroupVersion(c.ctx, c.params[0], c.params[1], &in)
+	u, err := c.backend.UpdateNodegroupVersion(c.ctx, c.params[0], c.params[1], &in)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (e *EKS) describeUpdate(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, err := e.backend.DescribeUpdate(c.ctx, c.params[0], ng, c.params[1])
+	u, err := c.backend.DescribeUpdate(c.ctx, c.params[0], ng, c.params[1])
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (e *EKS) listUpdates(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := e.backend.ListUpdates(c.ctx, c.params[0], ng)
+	ids, err := c.backend.ListUpdates(c.ctx, c.params[0], ng)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,11 @@ func (b *Backend) DescribeCluster(_ context.Context, name string) (eksapi.Cluste
 	if err := b.cluster(name); err != nil {
 		return eksapi.Cluster{}, err
 	}
-	return b.info.Cluster, nil
+	c := b.info.Cluster
+	if c.Tags == nil {
+		c.Tags = map[string]string{}
+	}
+	return c, nil
 }
 
 // ClusterVersions are the info's versions, or the cluster's own as the default.
@@ -163,6 +167,9 @@ func (b *Backend) CreateNodegroup(ctx context.Context, cluster string, in *eksap
 	if err := b.c.Create(ctx, ng); err != nil {
 		switch {
 		case apierrors.IsAlreadyExists(err):
+			if old, gerr := b.get(ctx, cluster, in.NodegroupName); gerr == nil && in.ClientRequestToken != "" && old.Annotations[TokenAnnotation] == in.ClientRequestToken {
+				return Nodegroup(old, b.account()), nil
+			}
 			return eksapi.Nodegroup{}, eksapi.InUse("NodeGroup already exists with name %s and cluster name %s", in.NodegroupName, cluster)
 		case apierrors.IsInvalid(err):
 			return eksapi.Nodegroup{}, eksapi.InvalidParameter("the node group is not valid: %s", invalidText(err))
@@ -219,6 +226,9 @@ func (b *Backend) FromRequest(in *eksapi.CreateNodegroupRequest) (*v1alpha1.Node
 	}
 	if err := setJSON(ng, ImageAnnotation, im); err != nil {
 		return nil, err
+	}
+	if in.ClientRequestToken != "" {
+		ng.Annotations[TokenAnnotation] = in.ClientRequestToken
 	}
 	if len(in.Tags) > 0 {
 		if err := setJSON(ng, TagsAnnotation, in.Tags); err != nil {

@@ -150,15 +150,20 @@ func TestEKSOverNodeGroups(t *testing.T) {
 		return *d.Update
 	}
 
-	out, err := c.CreateNodegroup(ctx, &awseks.CreateNodegroupInput{
-		ClusterName: aws.String("demo"), NodegroupName: aws.String("ng-1"), NodeRole: aws.String("arn:aws:iam::000000000000:role/demo-node"),
+	create := &awseks.CreateNodegroupInput{
+		ClientRequestToken: aws.String("create-ng-1"), ClusterName: aws.String("demo"), NodegroupName: aws.String("ng-1"), NodeRole: aws.String("arn:aws:iam::000000000000:role/demo-node"),
 		Subnets: []string{"subnet-0123456789abcdef0"}, ReleaseVersion: aws.String(catalog[0].release), Version: aws.String("1.37"),
 		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(1), MaxSize: aws.Int32(3), DesiredSize: aws.Int32(2)},
 		Labels:        map[string]string{"team": "web"}, Tags: map[string]string{"owner": "me"},
 		Taints: []ekstypes.Taint{{Key: aws.String("dedicated"), Value: aws.String("web"), Effect: ekstypes.TaintEffectNoSchedule}},
-	})
+	}
+	out, err := c.CreateNodegroup(ctx, create)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The SDK's retry of the same request (its clientRequestToken) gets the group.
+	if again, err := c.CreateNodegroup(ctx, create); err != nil || aws.ToString(again.Nodegroup.NodegroupArn) != aws.ToString(out.Nodegroup.NodegroupArn) {
+		t.Errorf("retried CreateNodegroup = %+v, %v", again, err)
 	}
 	if out.Nodegroup.Status != ekstypes.NodegroupStatusCreating || aws.ToString(out.Nodegroup.ReleaseVersion) != catalog[0].release {
 		t.Errorf("CreateNodegroup = %+v", out.Nodegroup)
@@ -196,13 +201,17 @@ func TestEKSOverNodeGroups(t *testing.T) {
 		t.Errorf("DescribeNodegroup = %+v", d)
 	}
 
-	u, err := c.UpdateNodegroupConfig(ctx, &awseks.UpdateNodegroupConfigInput{ClusterName: aws.String("demo"), NodegroupName: aws.String("ng-1"),
+	scale := &awseks.UpdateNodegroupConfigInput{ClusterName: aws.String("demo"), NodegroupName: aws.String("ng-1"), ClientRequestToken: aws.String("scale-1"),
 		ScalingConfig: &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(3)},
 		Labels:        &ekstypes.UpdateLabelsPayload{AddOrUpdateLabels: map[string]string{"tier": "front"}, RemoveLabels: []string{"team"}},
 		Taints:        &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{{Key: aws.String("gpu"), Effect: ekstypes.TaintEffectNoExecute}}},
-	})
+	}
+	u, err := c.UpdateNodegroupConfig(ctx, scale)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if again, err := c.UpdateNodegroupConfig(ctx, scale); err != nil || aws.ToString(again.Update.Id) != aws.ToString(u.Update.Id) {
+		t.Errorf("retried UpdateNodegroupConfig = %+v, %v", again, err)
 	}
 	if u.Update.Status != ekstypes.UpdateStatusInProgress || updateStatus(u.Update.Id).Status != ekstypes.UpdateStatusInProgress {
 		t.Errorf("UpdateNodegroupConfig = %+v", u.Update)

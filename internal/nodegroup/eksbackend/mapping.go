@@ -24,6 +24,10 @@ const (
 	ImageAnnotation = "eks.nodejoin.io/image"
 	// UpdatesAnnotation lists the node group's EKS updates (updateRecord), oldest first.
 	UpdatesAnnotation = "eks.nodejoin.io/updates"
+	// TokenAnnotation holds the clientRequestToken the group was created with: the
+	// SDK's retry of a CreateNodegroup whose answer was lost gets the group, not
+	// ResourceInUseException.
+	TokenAnnotation = "eks.nodejoin.io/client-request-token"
 )
 
 // Image is the EKS image choice of a group: its amiType (which of the Windows variants,

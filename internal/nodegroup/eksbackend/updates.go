@@ -30,6 +30,8 @@ type updateRecord struct {
 	CreatedAt time.Time            `json:"createdAt"`
 	// Generation is the spec generation the update produced.
 	Generation int64 `json:"generation"`
+	// Token is the request's clientRequestToken: a retried request gets this update.
+	Token string `json:"token,omitempty"`
 	// Status and Errors are set once the update ended and a later one was recorded.
 	Status string               `json:"status,omitempty"`
 	Errors []eksapi.ErrorDetail `json:"errors,omitempty"`
@@ -109,7 +111,7 @@ func (b *Backend) ListUpdates(ctx context.Context, cluster, nodegroup string) ([
 // change applies an update to the group: mutate changes a copy of the spec (and
 // annotations) and returns the update's parameters or an *eksapi.Error. It is retried on
 // conflict, so it must start from the group it is given each time.
-func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error)) (eksapi.Update, error) {
+func (b *Backend) change(ctx context.Context, cluster, name, typ, token string, mutate func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error)) (eksapi.Update, error) {
 	var out eksapi.Update
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ng, err := b.get(ctx, cluster, name)
@@ -120,6 +122,10 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate 
 			return eksapi.InUse("Nodegroup %s is being deleted", name)
 		}
 		rs := records(ng)
+		if i := slices.IndexFunc(rs, func(r updateRecord) bool { return token != "" && r.Token == token }); i >= 0 {
+			out = toUpdate(ng, rs[i])
+			return nil
+		}
 		for i := range rs {
 			if s, errs := derive(ng, rs[i]); s == eksapi.UpdateInProgress {
 				return eksapi.InUse("Nodegroup %s has update %s in progress; wait for it to finish", name, rs[i].ID)
@@ -142,7 +148,7 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate 
 		if !equality.Semantic.DeepEqual(ng.Spec, next.Spec) {
 			gen++
 		}
-		rec := updateRecord{ID: string(uuid.NewUUID()), Type: typ, Params: params, CreatedAt: b.now().UTC().Truncate(time.Millisecond), Generation: gen}
+		rec := updateRecord{ID: string(uuid.NewUUID()), Type: typ, Params: params, CreatedAt: b.now().UTC().Truncate(time.Millisecond), Generation: gen, Token: token}
 		rs = append(rs, rec)
 		if len(rs) > maxRecords {
 			rs = rs[len(rs)-maxRecords:]
@@ -178,7 +184,7 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ string, mutate 
 
 // UpdateNodegroupConfig changes the group's scaling, labels, taints or update config.
 func (b *Backend) UpdateNodegroupConfig(ctx context.Context, cluster, name string, in *eksapi.UpdateNodegroupConfigRequest) (eksapi.Update, error) {
-	return b.change(ctx, cluster, name, eksapi.UpdateTypeConfig, func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error) {
+	return b.change(ctx, cluster, name, eksapi.UpdateTypeConfig, in.ClientRequestToken, func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error) {
 		var params []eksapi.UpdateParam
 		add := func(typ, value string) { params = append(params, eksapi.UpdateParam{Type: typ, Value: value}) }
 		if s := in.ScalingConfig; s != nil {
@@ -282,7 +288,7 @@ func (b *Backend) UpdateNodegroupVersion(ctx context.Context, cluster, name stri
 	if b.releases == nil {
 		return eksapi.Update{}, eksapi.InvalidRequest("the local EKS knows no releases to update node group %s to", name)
 	}
-	return b.change(ctx, cluster, name, eksapi.UpdateTypeVersion, func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error) {
+	return b.change(ctx, cluster, name, eksapi.UpdateTypeVersion, in.ClientRequestToken, func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error) {
 		fam := family(ng)
 		rel, ami := in.ReleaseVersion, ""
 		if rel == "" {
