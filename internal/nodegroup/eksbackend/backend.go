@@ -8,6 +8,7 @@ package eksbackend
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -50,7 +51,18 @@ type Backend struct {
 // New returns the backend over c (whose scheme knows v1alpha1) for the cluster info
 // describes; releases (nil: none known) resolves release versions to AMIs.
 func New(c client.Client, info ClusterInfo, releases Releases) *Backend {
+	info.Cluster.Version = MinorVersion(info.Cluster.Version)
 	return &Backend{c: c, info: info, releases: releases, now: time.Now}
+}
+
+// MinorVersion is a Kubernetes version as EKS names it, major.minor ("v1.37.2" is
+// "1.37"): eksctl refuses any other form in DescribeClusterVersions.
+func MinorVersion(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return strings.TrimPrefix(v, "v")
+	}
+	return parts[0] + "." + strings.TrimSuffix(parts[1], "+") // discovery's "37+"
 }
 
 func (b *Backend) account() Account {
@@ -332,10 +344,7 @@ func eksField(path string) string {
 
 func invalidText(err error) string {
 	var se apierrors.APIStatus
-	if s, ok := err.(apierrors.APIStatus); ok {
-		se = s
-	}
-	if se == nil || se.Status().Details == nil {
+	if !errors.As(err, &se) || se.Status().Details == nil {
 		return "the API server refused it"
 	}
 	var msgs []string

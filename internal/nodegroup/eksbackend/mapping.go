@@ -182,7 +182,7 @@ func Nodegroup(ng *v1alpha1.NodeGroup, a Account) eksapi.Nodegroup {
 		NodegroupName: ng.Name,
 		NodegroupArn:  fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", a.Region, a.AccountID, a.Cluster, ng.Name, ng.UID),
 		ClusterName:   a.Cluster,
-		Version:       a.Version,
+		Version:       MinorVersion(a.Version),
 		CreatedAt:     eksapi.NewTime(ng.CreationTimestamp.Time),
 		ModifiedAt:    eksapi.NewTime(modifiedAt(ng)),
 		Status:        Status(ng),

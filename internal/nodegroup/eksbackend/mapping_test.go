@@ -139,3 +139,11 @@ func TestDeriveUpdateStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestMinorVersion(t *testing.T) {
+	for in, want := range map[string]string{"1.37": "1.37", "v1.37.2": "1.37", "1.37.0-eks-1": "1.37", "1.37+": "1.37", "1": "1", "": ""} {
+		if got := MinorVersion(in); got != want {
+			t.Errorf("MinorVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
