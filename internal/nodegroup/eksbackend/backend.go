@@ -8,8 +8,8 @@ package eksbackend
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"

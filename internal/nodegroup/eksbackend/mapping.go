@@ -27,7 +27,7 @@ const (
 	// TokenAnnotation holds the clientRequestToken the group was created with: the
 	// SDK's retry of a CreateNodegroup whose answer was lost gets the group, not
 	// ResourceInUseException.
-	TokenAnnotation = "eks.nodejoin.io/client-request-token"
+	TokenAnnotation = "eks.nodejoin.io/client-request-token" //nolint:gosec // an annotation key, no credential
 )
 
 // Image is the EKS image choice of a group: its amiType (which of the Windows variants,

@@ -108,6 +108,26 @@ func (b *Backend) ListUpdates(ctx context.Context, cluster, nodegroup string) ([
 	return ids, nil
 }
 
+// freeze refuses a new update while the group is busy, and otherwise fixes the status
+// of the updates before it (all ended), so that later changes of the group's status do
+// not rewrite their outcome.
+func freeze(ng *v1alpha1.NodeGroup, rs []updateRecord) error {
+	if ng.DeletionTimestamp != nil {
+		return eksapi.InUse("Nodegroup %s is being deleted", ng.Name)
+	}
+	for i := range rs {
+		s, errs := derive(ng, rs[i])
+		if s == eksapi.UpdateInProgress {
+			return eksapi.InUse("Nodegroup %s has update %s in progress; wait for it to finish", ng.Name, rs[i].ID)
+		}
+		rs[i].Status, rs[i].Errors = s, errs
+	}
+	if u := ng.Status.Update; u != nil && u.Phase != v1alpha1.UpdatePhaseFailed {
+		return eksapi.InUse("Nodegroup %s is updating (%s); wait for it to finish", ng.Name, u.Phase)
+	}
+	return nil
+}
+
 // change applies an update to the group: mutate changes a copy of the spec (and
 // annotations) and returns the update's parameters or an *eksapi.Error. It is retried on
 // conflict, so it must start from the group it is given each time.
@@ -118,23 +138,13 @@ func (b *Backend) change(ctx context.Context, cluster, name, typ, token string, 
 		if err != nil {
 			return err
 		}
-		if ng.DeletionTimestamp != nil {
-			return eksapi.InUse("Nodegroup %s is being deleted", name)
-		}
 		rs := records(ng)
 		if i := slices.IndexFunc(rs, func(r updateRecord) bool { return token != "" && r.Token == token }); i >= 0 {
 			out = toUpdate(ng, rs[i])
 			return nil
 		}
-		for i := range rs {
-			if s, errs := derive(ng, rs[i]); s == eksapi.UpdateInProgress {
-				return eksapi.InUse("Nodegroup %s has update %s in progress; wait for it to finish", name, rs[i].ID)
-			} else if rs[i].Status == "" {
-				rs[i].Status, rs[i].Errors = s, errs
-			}
-		}
-		if u := ng.Status.Update; u != nil && u.Phase != v1alpha1.UpdatePhaseFailed {
-			return eksapi.InUse("Nodegroup %s is updating (%s); wait for it to finish", name, u.Phase)
+		if err := freeze(ng, rs); err != nil {
+			return err
 		}
 		next := ng.DeepCopy()
 		params, err := mutate(next)
