@@ -225,7 +225,7 @@ func WriteTable(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 	for i := range groups {
 		ng := &groups[i]
 		image := AMIType(ng)
-		if ng.Spec.Template.AMIID != "" {
+		if image == "CUSTOM" {
 			image = ng.Spec.Template.AMIID
 		}
 		typ := ng.Labels[eksctl.LabelNodeGroupType]
@@ -252,6 +252,9 @@ func ScalingChange(before, after v1alpha1.ScalingConfig) string {
 	return fmt.Sprintf("%d → %d nodes (min %d → %d, max %d → %d)", d(before), d(after), before.MinSize, after.MinSize, before.MaxSize, after.MaxSize)
 }
 
+// awsTime is how the AWS CLI prints timestamps: 2022-09-14T09:54:36.211000+00:00.
+const awsTime = "2006-01-02T15:04:05.000000-07:00"
+
 // WriteText prints the description of ng as `describe nodegroup` does.
 func (desc Description) WriteText(w io.Writer, ng *v1alpha1.NodeGroup) {
 	d := desc.Nodegroup
@@ -261,12 +264,13 @@ func (desc Description) WriteText(w io.Writer, ng *v1alpha1.NodeGroup) {
 	row("ARN", d.NodegroupArn)
 	row("Cluster", d.ClusterName)
 	row("Status", d.Status)
-	row("Created", d.CreatedAt)
-	row("Modified", d.ModifiedAt)
-	row("Scaling", fmt.Sprintf("desired %d, min %d, max %d", d.ScalingConfig.DesiredSize, d.ScalingConfig.MinSize, d.ScalingConfig.MaxSize))
+	row("Created", d.CreatedAt.UTC().Format(awsTime))
+	row("Modified", d.ModifiedAt.UTC().Format(awsTime))
+	row("Scaling", fmt.Sprintf("desired %s, min %s, max %s", ptrText(d.ScalingConfig.DesiredSize), ptrText(d.ScalingConfig.MinSize), ptrText(d.ScalingConfig.MaxSize)))
 	st := ng.Status
 	row("Nodes", fmt.Sprintf("%d Ready, %d on the current version, %s", st.ReadySize, st.UpdatedSize, printer.Plural(len(st.Instances), "instance")))
 	row("AMI family", fmt.Sprintf("%s (%s)", printer.Dash(string(ng.Spec.Template.AMIFamily)), d.AmiType))
+	row("Release", printer.Dash(d.ReleaseVersion))
 	row("Instance types", strings.Join(d.InstanceTypes, ", "))
 	row("Capacity type", d.CapacityType)
 	row("Labels", mapText(d.Labels))

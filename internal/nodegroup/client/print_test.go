@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksctl"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/eksbackend"
 	"github.com/nodejoin/nodejoin/internal/printer"
 	"github.com/nodejoin/nodejoin/internal/printer/printertest"
 )
@@ -23,14 +24,19 @@ func testGroup() *v1alpha1.NodeGroup {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "ng1-public-ssh", UID: "62c19db5-f965-bdb7-373a-147e04d9f124", CreationTimestamp: created, Generation: 3,
 			Labels: map[string]string{eksctl.LabelClusterName: "ironman-2022", eksctl.LabelNodeGroupName: "ng1-public-ssh", eksctl.LabelNodeGroupType: eksctl.TypeManaged},
+			Annotations: map[string]string{
+				eksbackend.ImageAnnotation: `{"amiType":"AL2_x86_64","releaseVersion":"1.37.0-20261124","amiID":"ami-0a1b2c3d4e5f60718"}`,
+				eksbackend.TagsAnnotation:  `{"alpha.eksctl.io/nodegroup-type":"managed","auto-delete":"never"}`,
+			},
 		},
 		Spec: v1alpha1.NodeGroupSpec{
 			Scaling: v1alpha1.ScalingConfig{MinSize: 0, MaxSize: 10, DesiredSize: i32(3)},
 			Template: v1alpha1.NodeTemplate{
-				AMIFamily: v1alpha1.AMIFamilyAmazonLinux2, InstanceTypes: []string{"m5.large"}, CapacityType: v1alpha1.CapacityOnDemand,
+				AMIFamily: v1alpha1.AMIFamilyAmazonLinux2, AMIID: "ami-0a1b2c3d4e5f60718", InstanceTypes: []string{"m5.large"}, CapacityType: v1alpha1.CapacityOnDemand,
 				Labels: map[string]string{eksctl.LabelClusterName: "ironman-2022", eksctl.LabelNodeGroupName: "ng1-public-ssh"},
 				Taints: []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}},
 			},
+			Subnets:        []string{"subnet-0e863f9fbcda592a3", "subnet-00ebeb2e8903fb3f9", "subnet-02d98be342d8ab2a7"},
 			UpdateConfig:   &v1alpha1.UpdateConfig{MaxUnavailable: i32(1)},
 			UpdateStrategy: v1alpha1.UpdateStrategyDefault,
 		},

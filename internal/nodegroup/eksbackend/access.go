@@ -1,0 +1,153 @@
+package eksbackend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/eksapi"
+)
+
+// An access entry is a NodeAccessEntry object. Its name is derived from the principal
+// (an ARN is no object name) and the ARN itself is in its spec, so that entries made
+// with kubectl under any name are found too.
+const accessEntryTagsAnnotation = TagsAnnotation
+
+// AccessEntryName is the object name the local EKS gives the entry of a principal:
+// the role's name, lowercased and cut to what a name may hold, with a hash of the
+// whole ARN.
+func AccessEntryName(arn string) string {
+	sum := sha256.Sum256([]byte(arn))
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, roleName(arn))
+	base = strings.Trim(base, "-")
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-")
+	}
+	if base == "" {
+		base = "role"
+	}
+	return "eks-" + base + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// findEntry is the entry of principal, whatever its name.
+func (b *Backend) findEntry(ctx context.Context, cluster, principal string) (*v1alpha1.NodeAccessEntry, error) {
+	if err := b.cluster(cluster); err != nil {
+		return nil, err
+	}
+	var l v1alpha1.NodeAccessEntryList
+	if err := b.c.List(ctx, &l); err != nil {
+		return nil, fmt.Errorf("listing NodeAccessEntries: %w", err)
+	}
+	for i := range l.Items {
+		if l.Items[i].Spec.PrincipalARN == principal {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, eksapi.NotFound("The specified principalArn could not be found: %s.", principal)
+}
+
+func (b *Backend) accessEntry(e *v1alpha1.NodeAccessEntry) eksapi.AccessEntry {
+	t := string(e.Spec.Type)
+	if t == "" {
+		t = eksapi.AccessEntryEC2Linux
+	}
+	tags := map[string]string{}
+	if raw, ok := e.Annotations[accessEntryTagsAnnotation]; ok {
+		_ = jsonUnmarshal(raw, &tags)
+	}
+	return eksapi.AccessEntry{
+		ClusterName: b.info.Cluster.Name, PrincipalArn: e.Spec.PrincipalARN,
+		KubernetesGroups: v1alpha1.GroupsFor(v1alpha1.AccessEntryType(t)),
+		AccessEntryArn: fmt.Sprintf("arn:aws:eks:%s:%s:access-entry/%s/role/%s/%s/%s", b.info.Region, b.info.AccountID,
+			b.info.Cluster.Name, b.info.AccountID, roleName(e.Spec.PrincipalARN), e.UID),
+		CreatedAt: eksapi.NewTime(e.CreationTimestamp.Time), ModifiedAt: eksapi.NewTime(e.CreationTimestamp.Time),
+		Tags: tags, Username: v1alpha1.NodeUsernameTemplate, Type: t,
+	}
+}
+
+// CreateAccessEntry creates the NodeAccessEntry of a node role.
+func (b *Backend) CreateAccessEntry(ctx context.Context, cluster string, in *eksapi.CreateAccessEntryRequest) (eksapi.AccessEntry, error) {
+	if _, err := b.findEntry(ctx, cluster, in.PrincipalArn); err == nil {
+		return eksapi.AccessEntry{}, eksapi.InUse("The specified access entry resource is already in use on this cluster: %s.", in.PrincipalArn)
+	} else if e, ok := eksapi.AsError(err); !ok || e.Code != eksapi.CodeResourceNotFound {
+		return eksapi.AccessEntry{}, err
+	}
+	e := &v1alpha1.NodeAccessEntry{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.NodeAccessEntryKind},
+		ObjectMeta: metav1.ObjectMeta{Name: AccessEntryName(in.PrincipalArn)},
+		Spec:       v1alpha1.NodeAccessEntrySpec{PrincipalARN: in.PrincipalArn, Type: v1alpha1.AccessEntryType(in.Type)},
+	}
+	if errs := e.Validate(); len(errs) > 0 {
+		return eksapi.AccessEntry{}, eksapi.InvalidParameter("%s", strings.ReplaceAll(errs.ToAggregate().Error(), "spec.principalARN", "principalArn"))
+	}
+	if len(in.Tags) > 0 {
+		e.Annotations = map[string]string{accessEntryTagsAnnotation: jsonText(in.Tags)}
+	}
+	if err := b.c.Create(ctx, e); err != nil {
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			return eksapi.AccessEntry{}, eksapi.InUse("The specified access entry resource is already in use on this cluster: %s.", in.PrincipalArn)
+		case apierrors.IsInvalid(err):
+			return eksapi.AccessEntry{}, eksapi.InvalidParameter("the access entry is not valid: %s", invalidText(err))
+		}
+		return eksapi.AccessEntry{}, fmt.Errorf("creating NodeAccessEntry: %w", err)
+	}
+	return b.accessEntry(e), nil
+}
+
+// DescribeAccessEntry maps the principal's NodeAccessEntry.
+func (b *Backend) DescribeAccessEntry(ctx context.Context, cluster, principal string) (eksapi.AccessEntry, error) {
+	e, err := b.findEntry(ctx, cluster, principal)
+	if err != nil {
+		return eksapi.AccessEntry{}, err
+	}
+	return b.accessEntry(e), nil
+}
+
+// ListAccessEntries lists the principals of the NodeAccessEntries, sorted.
+func (b *Backend) ListAccessEntries(ctx context.Context, cluster string) ([]string, error) {
+	if err := b.cluster(cluster); err != nil {
+		return nil, err
+	}
+	var l v1alpha1.NodeAccessEntryList
+	if err := b.c.List(ctx, &l); err != nil {
+		return nil, fmt.Errorf("listing NodeAccessEntries: %w", err)
+	}
+	arns := make([]string, 0, len(l.Items))
+	for _, e := range l.Items {
+		arns = append(arns, e.Spec.PrincipalARN)
+	}
+	slices.Sort(arns)
+	return slices.Compact(arns), nil
+}
+
+// DeleteAccessEntry deletes the principal's NodeAccessEntry.
+func (b *Backend) DeleteAccessEntry(ctx context.Context, cluster, principal string) error {
+	e, err := b.findEntry(ctx, cluster, principal)
+	if err != nil {
+		return err
+	}
+	if err := b.c.Delete(ctx, e, client.Preconditions{UID: &e.UID}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return eksapi.NotFound("The specified principalArn could not be found: %s.", principal)
+		}
+		return fmt.Errorf("deleting NodeAccessEntry %s: %w", e.Name, err)
+	}
+	return nil
+}
