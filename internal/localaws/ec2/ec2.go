@@ -1,8 +1,9 @@
 // Package ec2 is the local AWS's EC2: the instance inventory and its attributes, the
-// VPC with its zones, subnets and default security group, elastic network interfaces
-// and their addresses, DHCP options, instance types, images, tags and launch
-// templates, served on EC2's Query protocol. Of the local AWS it imports the wire layer
-// (protocol) and iam (instance profile names).
+// VPC with its zones, subnets and default security group and its rules, elastic network
+// interfaces and their addresses, DHCP options, instance types, images (the account's
+// and the catalog of EKS-optimized AMI releases), tags and launch templates, served on
+// EC2's Query protocol. Of the local AWS it imports the wire layer (protocol) and iam
+// (instance profile names).
 package ec2
 
 import (
@@ -54,6 +55,9 @@ type EC2 struct {
 
 	// templates, when set, serves the launch template actions on this endpoint.
 	templates *LaunchTemplates
+	// releases are the public EKS-optimized images DescribeImages lists beside the
+	// account's own.
+	releases *ReleaseCatalog
 	once      sync.Once
 	service   *protocol.Service
 }
@@ -67,8 +71,19 @@ type injectedFailure struct {
 func New(accountID string) *EC2 {
 	return &EC2{AccountID: accountID, Region: "us-west-2", now: time.Now, instances: map[string]*InstanceRecord{},
 		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
-		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler)}
+		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler), releases: NewReleaseCatalog()}
 }
+
+// WithReleases makes DescribeImages list c's images (default NewReleaseCatalog()) and
+// returns e. Call it before serving; SSM's public parameters should name the same
+// catalog (Releases).
+func (e *EC2) WithReleases(c *ReleaseCatalog) *EC2 {
+	e.releases = c
+	return e
+}
+
+// Releases is the catalog of EKS-optimized images DescribeImages lists.
+func (e *EC2) Releases() *ReleaseCatalog { return e.releases }
 
 // Calls counts the authenticated requests received.
 func (e *EC2) Calls() int {
