@@ -58,8 +58,8 @@ type EC2 struct {
 	// releases are the public EKS-optimized images DescribeImages lists beside the
 	// account's own.
 	releases *ReleaseCatalog
-	once      sync.Once
-	service   *protocol.Service
+	once     sync.Once
+	service  *protocol.Service
 }
 
 type injectedFailure struct {
