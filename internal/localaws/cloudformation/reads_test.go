@@ -46,7 +46,7 @@ func TestStackReadsWithoutStacks(t *testing.T) {
 	wantValidation(t, err, "StackName or PhysicalResourceId")
 	// The SDK itself requires DescribeStackEvents' StackName; the raw request is refused.
 	if status, body := awstest.Post(t, New(), "Action=DescribeStackEvents&Version=2010-05-15", true); status != http.StatusBadRequest ||
-		!strings.Contains(body, "<Code>ValidationError</Code>") || !strings.Contains(body, "'stackName'") {
+		!strings.Contains(body, "<Code>ValidationError</Code>") || !strings.Contains(body, "stackName") {
 		t.Errorf("no StackName: %d %s", status, body)
 	}
 	_, err = c.ListStacks(ctx, &cloudformation.ListStacksInput{StackStatusFilter: []cfntypes.StackStatus{"SOMEWHERE"}})
