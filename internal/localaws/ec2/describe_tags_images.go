@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
@@ -187,12 +186,8 @@ func (e *EC2) describeImages(r *protocol.Request) (any, *protocol.Error) {
 		}
 		in.ids = ids
 	}
-	page, next, aerr := describeSet[image]{
-		keys:     slices.Sorted(maps.Keys(listed)),
-		get:      func(id string) (image, bool) { im, ok := listed[id]; return im, ok },
-		values:   func(im image, name string) []string { return imageFilters[name](im) },
-		notFound: notFound,
-	}.page(in)
+	page, next, aerr := setOf(listed, func(im image, name string) []string { return imageFilters[name](im) },
+		"InvalidAMIID.NotFound", "The image id '[%s]' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -264,12 +259,8 @@ func (e *EC2) describeTags(r *protocol.Request) (any, *protocol.Error) {
 		add(id, "subnet", maps.Clone(s.Tags))
 	}
 	e.mu.Unlock()
-	page, next, _ := describeSet[tagRow]{
-		keys:   slices.Sorted(maps.Keys(rows)),
-		get:    func(k string) (tagRow, bool) { t, ok := rows[k]; return t, ok },
-		tags:   func(t tagRow) map[string]string { return t.tags },
-		values: func(t tagRow, name string) []string { return tagFilters[name](t) },
-	}.page(in)
+	page, next, _ := setOf(rows, func(t tagRow, name string) []string { return tagFilters[name](t) }, "", "").
+		withTags(func(t tagRow) map[string]string { return t.tags }).page(in)
 	var out []tagDescriptionXML
 	for _, t := range page {
 		out = append(out, tagDescriptionXML{ResourceID: t.resourceID, ResourceType: t.resourceType, Key: t.key, Value: t.value})

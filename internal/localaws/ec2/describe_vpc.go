@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -181,14 +180,8 @@ func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
 	e.mu.Lock()
 	vpcs := e.vpcs()
 	e.mu.Unlock()
-	page, next, aerr := describeSet[vpcState]{
-		keys:   slices.Sorted(maps.Keys(vpcs)),
-		get:    func(id string) (vpcState, bool) { v, ok := vpcs[id]; return v, ok },
-		values: func(v vpcState, name string) []string { return vpcFilters[name](v, e.AccountID) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	page, next, aerr := setOf(vpcs, func(v vpcState, name string) []string { return vpcFilters[name](v, e.AccountID) },
+		"InvalidVpcID.NotFound", "The vpc ID '%s' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -263,14 +256,8 @@ func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error)
 	if in.dry {
 		return nil, errDryRun
 	}
-	page, next, aerr := describeSet[securityGroup]{
-		keys:   slices.Sorted(maps.Keys(groups)),
-		get:    func(id string) (securityGroup, bool) { g, ok := groups[id]; return g, ok },
-		values: func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	page, next, aerr := setOf(groups, func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
+		"InvalidGroup.NotFound", "The security group '%s' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}

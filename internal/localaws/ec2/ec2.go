@@ -242,6 +242,26 @@ type describeSet[R any] struct {
 	requestOrder bool
 }
 
+// setOf is the describeSet of the resources of a map, in key order, whose filter
+// values are values'; an ID that names none is refused with code and a message whose
+// one verb is the first missing ID ("" code: every ID names one, as the map is all).
+func setOf[R any](m map[string]R, values func(r R, filter string) []string, code, format string) describeSet[R] {
+	return describeSet[R]{
+		keys:   slices.Sorted(maps.Keys(m)),
+		get:    func(id string) (R, bool) { r, ok := m[id]; return r, ok },
+		values: values,
+		notFound: func(ids []string) *protocol.Error {
+			return protocol.Errorf(http.StatusBadRequest, code, format, ids[0])
+		},
+	}
+}
+
+// withTags sets how the resources' tags are read, for tag:KEY and tag-key filters.
+func (s describeSet[R]) withTags(tags func(R) map[string]string) describeSet[R] {
+	s.tags = tags
+	return s
+}
+
 // page answers a Describe* request: the resources in.ids names (every one when none),
 // those that match every filter, one page of them and the next page's token.
 func (s describeSet[R]) page(in describeInput) ([]R, string, *protocol.Error) {
