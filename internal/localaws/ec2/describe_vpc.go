@@ -1,7 +1,7 @@
 package ec2
 
 // This file holds the Describe actions of the local VPC: DescribeAvailabilityZones,
-// DescribeVpcs and DescribeSecurityGroups.
+// DescribeVpcs and DescribeSecurityGroups (its rules are describe_sgrules.go's).
 
 import (
 	"crypto/sha256"
@@ -236,9 +236,12 @@ type securityGroupXML struct {
 	Egress      protocol.ItemSet[ipPermissionXML] `xml:"ipPermissionsEgress"`
 }
 
+// defaultGroup is the VPC's default security group.
+var defaultGroup = securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
+	description: "default VPC security group", vpcID: DefaultVPCID}
+
 func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error) {
-	def := securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
-		description: "default VPC security group", vpcID: DefaultVPCID}
+	def := defaultGroup
 	groups := map[string]securityGroup{def.id: def}
 	names := r.Params.StrList("GroupName")
 	in, aerr := readDescribe(r.Params, "GroupId", func(n string) bool { return sgFilters[n] != nil || isTagFilter(n) }, 5, 1000)

@@ -127,6 +127,7 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"DescribeAvailabilityZones":       e.describeAvailabilityZones,
 		"DescribeVpcs":                    e.describeVpcs,
 		"DescribeSecurityGroups":          e.describeSecurityGroups,
+		"DescribeSecurityGroupRules":      e.describeSecurityGroupRules,
 		"DescribeImages":                  e.describeImages,
 		"DescribeTags":                    e.describeTags,
 	}
