@@ -101,7 +101,9 @@ func TestSpecResizeIsNotDrift(t *testing.T) {
 	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize = ptr.To[int32](2) })
 	h.until("scaled out", 60, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && ng.Status.ReadySize == 2 })
 	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize = ptr.To[int32](1) })
-	h.until("scaled in", 200, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0 })
+	h.until("scaled in", 200, func(ng *v1alpha1.NodeGroup) bool {
+		return active(ng) && len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0
+	})
 	if h.rec.has("SizeRestored") {
 		t.Errorf("a spec resize was taken for drift: %q", h.rec.events)
 	}
