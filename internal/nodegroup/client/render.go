@@ -41,7 +41,7 @@ func (o *RenderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dnsIP, "dns-cluster-ip", "", "the cluster DNS address (default: the service CIDR's .10)")
 }
 
-// Render writes the user data of the manifest's instances, or the self-managed node
+// Render writes the user data of the node group's instances, or the self-managed node
 // group's CloudFormation template, to out; stdin is read for -f -.
 func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 	if o.file == "" {
@@ -57,21 +57,7 @@ func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 	default:
 		return fmt.Errorf("--style %q: want managed or eksctl", o.style)
 	}
-	var data []byte
-	var err error
-	if o.file == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(o.file)
-	}
-	if err != nil {
-		return fmt.Errorf("reading -f: %w", err)
-	}
-	source := o.file
-	if source == "-" {
-		source = "standard input"
-	}
-	l, err := Load(data, source)
+	l, err := o.load(stdin)
 	if err != nil {
 		return err
 	}
@@ -110,6 +96,23 @@ func (o *RenderOptions) Render(out io.Writer, stdin io.Reader) error {
 	}
 	_, err = out.Write(ud)
 	return err
+}
+
+// load reads -f (stdin for -) as create nodegroup does.
+func (o *RenderOptions) load(stdin io.Reader) (*Loaded, error) {
+	var data []byte
+	var err error
+	source := o.file
+	if o.file == "-" {
+		source = "standard input"
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(o.file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading -f: %w", err)
+	}
+	return Load(data, source)
 }
 
 // template picks the group to render (--nodegroup, or the file's only one), defaults
