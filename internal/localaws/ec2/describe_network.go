@@ -312,7 +312,9 @@ func (e *EC2) describeSubnets(r *protocol.Request) (any, *protocol.Error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	page, next, aerr := setOf(e.subnets, func(s *subnetState, name string) []string { return subnetFilters[name](s, e) },
+	subnets := e.zoneSubnets()
+	maps.Copy(subnets, e.subnets)
+	page, next, aerr := setOf(subnets, func(s *subnetState, name string) []string { return subnetFilters[name](s, e) },
 		"InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist").
 		withTags(func(s *subnetState) map[string]string { return s.Tags }).page(in)
 	if aerr != nil {

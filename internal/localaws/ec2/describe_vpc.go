@@ -88,6 +88,16 @@ func (e *EC2) describeAvailabilityZones(r *protocol.Request) (any, *protocol.Err
 type vpcState struct {
 	id, dhcpOptionsID string
 	cidr              netip.Prefix
+	// secondary is ZoneRange for the local VPC, which holds the zone subnets.
+	secondary netip.Prefix
+}
+
+// blocks are the VPC's ranges, the primary first.
+func (v vpcState) blocks() []netip.Prefix {
+	if v.secondary.IsValid() {
+		return []netip.Prefix{v.cidr, v.secondary}
+	}
+	return []netip.Prefix{v.cidr}
 }
 
 // cover is the smallest prefix that holds every one of ps (at least one).
@@ -104,6 +114,22 @@ func cover(ps []netip.Prefix) netip.Prefix {
 
 // vpcs are the VPCs the inventory's subnets and instances are in. Locked.
 func (e *EC2) vpcs() map[string]vpcState {
+	out := map[string]vpcState{}
+	for id, ps := range e.vpcRanges() {
+		v := vpcState{id: id, cidr: cover(ps), dhcpOptionsID: "default"}
+		if d := e.dhcpDomains[id]; d != "" {
+			v.dhcpOptionsID = dhcpOptionsID(id, d)
+		}
+		if id == DefaultVPCID {
+			v.secondary = ZoneRange
+		}
+		out[id] = v
+	}
+	return out
+}
+
+// vpcRanges are the ranges of the registered subnets and the instances, by VPC. Locked.
+func (e *EC2) vpcRanges() map[string][]netip.Prefix {
 	ranges := map[string][]netip.Prefix{}
 	for _, s := range e.subnets {
 		ranges[s.VPCID] = append(ranges[s.VPCID], s.CIDR)
@@ -121,33 +147,41 @@ func (e *EC2) vpcs() map[string]vpcState {
 			ranges[r.VPCID] = append(ranges[r.VPCID], netip.PrefixFrom(a, 32))
 		}
 	}
-	out := map[string]vpcState{}
-	for id, ps := range ranges {
-		v := vpcState{id: id, cidr: cover(ps), dhcpOptionsID: "default"}
-		if d := e.dhcpDomains[id]; d != "" {
-			v.dhcpOptionsID = dhcpOptionsID(id, d)
-		}
-		out[id] = v
-	}
-	return out
+	return ranges
 }
 
 // vpcFilters are DescribeVpcs' filters.
 var vpcFilters = map[string]func(v vpcState, owner string) []string{
 	"vpc-id":                                func(v vpcState, _ string) []string { return one(v.id) },
 	"cidr":                                  func(v vpcState, _ string) []string { return one(v.cidr.String()) },
-	"cidr-block-association.cidr-block":     func(v vpcState, _ string) []string { return one(v.cidr.String()) },
+	"cidr-block-association.cidr-block":     func(v vpcState, _ string) []string { return prefixStrings(v.blocks()) },
 	"cidr-block-association.state":          func(vpcState, string) []string { return one("associated") },
-	"cidr-block-association.association-id": func(v vpcState, _ string) []string { return one(vpcCIDRAssociationID(v)) },
+	"cidr-block-association.association-id": func(v vpcState, _ string) []string { return associationIDs(v) },
 	"state":                                 func(vpcState, string) []string { return one("available") },
 	"is-default":                            func(vpcState, string) []string { return one("false") },
 	"owner-id":                              func(_ vpcState, owner string) []string { return one(owner) },
 	"dhcp-options-id":                       func(v vpcState, _ string) []string { return one(v.dhcpOptionsID) },
 }
 
-func vpcCIDRAssociationID(v vpcState) string {
-	sum := sha256.Sum256([]byte(v.id + "\x00" + v.cidr.String()))
+func vpcCIDRAssociationID(vpcID string, block netip.Prefix) string {
+	sum := sha256.Sum256([]byte(vpcID + "\x00" + block.String()))
 	return "vpc-cidr-assoc-" + hex.EncodeToString(sum[:])[:17]
+}
+
+func associationIDs(v vpcState) []string {
+	var out []string
+	for _, b := range v.blocks() {
+		out = append(out, vpcCIDRAssociationID(v.id, b))
+	}
+	return out
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
 
 type vpcCIDRAssociationXML struct {
@@ -187,10 +221,14 @@ func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
 	}
 	var out []vpcXML
 	for _, v := range page {
-		a := vpcCIDRAssociationXML{AssociationID: vpcCIDRAssociationID(v), CIDRBlock: v.cidr.String()}
-		a.CIDRBlockState.State = "associated"
+		var as []vpcCIDRAssociationXML
+		for _, b := range v.blocks() {
+			a := vpcCIDRAssociationXML{AssociationID: vpcCIDRAssociationID(v.id, b), CIDRBlock: b.String()}
+			a.CIDRBlockState.State = "associated"
+			as = append(as, a)
+		}
 		out = append(out, vpcXML{VPCID: v.id, OwnerID: e.AccountID, State: "available", CIDRBlock: v.cidr.String(),
-			Associations:  protocol.ItemSet[vpcCIDRAssociationXML]{Items: []vpcCIDRAssociationXML{a}},
+			Associations:  protocol.ItemSet[vpcCIDRAssociationXML]{Items: as},
 			DhcpOptionsID: v.dhcpOptionsID, InstanceTenancy: "default"})
 	}
 	return newDescribeOutput(r, "vpcSet", out, next), nil
