@@ -7,6 +7,7 @@ package ssm
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
@@ -56,6 +57,12 @@ var families = []family{
 		"/image_version": func(r ec2.Release) string { return r.ReleaseVersion },
 	}},
 	{ec2.FamilyWindows, regexp.MustCompile(`^/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-(1\.[0-9]+)(/[a-z_]+)?$`), amiFields},
+}
+
+// canonical is a parameter's name: a public parameter may be named by its ARN, which
+// has no account.
+func (s *SSM) canonical(name string) string {
+	return strings.TrimPrefix(name, "arn:aws:ssm:"+s.region+"::parameter")
 }
 
 // lookup finds a public parameter: the field of the latest release of the family and

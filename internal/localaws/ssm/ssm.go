@@ -63,7 +63,7 @@ var operations = map[string]func(s *SSM, in fields) (any, *protocol.Error){
 func (s *SSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Amzn-Requestid", protocol.NewRequestID())
 	if !protocol.Signed(r) {
-		protocol.WriteJSONError(w, &protocol.Error{Status: http.StatusBadRequest, Code: "MissingAuthenticationTokenException", Message: "Missing Authentication Token"})
+		protocol.WriteJSONError(w, &protocol.Error{Status: http.StatusForbidden, Code: "MissingAuthenticationTokenException", Message: "Missing Authentication Token"})
 		return
 	}
 	target := r.Header.Get("X-Amz-Target")
@@ -161,11 +161,11 @@ func (s *SSM) getParameter(in fields) (any, *protocol.Error) {
 	if name == "" {
 		return nil, validation("1 validation error detected: Value null at 'name' failed to satisfy constraint: Member must not be null")
 	}
-	p, ok := s.lookup(name)
+	p, ok := s.lookup(s.canonical(name))
 	if !ok {
 		return nil, protocol.Errorf(http.StatusBadRequest, "ParameterNotFound", "Parameter %s not found.", name)
 	}
-	return map[string]any{"Parameter": s.answer(name, p)}, nil
+	return map[string]any{"Parameter": s.answer(s.canonical(name), p)}, nil
 }
 
 func (s *SSM) getParameters(in fields) (any, *protocol.Error) {
@@ -184,8 +184,8 @@ func (s *SSM) getParameters(in fields) (any, *protocol.Error) {
 			continue
 		}
 		seen[n] = true
-		if p, ok := s.lookup(n); ok {
-			params = append(params, s.answer(n, p))
+		if p, ok := s.lookup(s.canonical(n)); ok {
+			params = append(params, s.answer(s.canonical(n), p))
 		} else {
 			invalid = append(invalid, n)
 		}

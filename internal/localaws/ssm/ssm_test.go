@@ -41,6 +41,10 @@ func TestGetParameterWithTheSSMClient(t *testing.T) {
 		{"/aws/service/bottlerocket/aws-k8s-1.37/x86_64/latest/image_version", br.ReleaseVersion},
 		{"/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.37/image_id", win.ImageID},
 	}
+	arn := "arn:aws:ssm:us-west-2::parameter/aws/service/bottlerocket/aws-k8s-1.37/x86_64/latest/image_id"
+	if out, err := c.GetParameter(t.Context(), &ssm.GetParameterInput{Name: aws.String(arn)}); err != nil || aws.ToString(out.Parameter.Value) != br.ImageID || aws.ToString(out.Parameter.ARN) != arn {
+		t.Errorf("by ARN: %+v %v", out, err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := c.GetParameter(t.Context(), &ssm.GetParameterInput{Name: aws.String(tt.name), WithDecryption: aws.Bool(true)})
@@ -128,7 +132,11 @@ func TestSSMRefusals(t *testing.T) {
 		{`{"Name":7}`, true, "SerializationException"},
 		{`[`, true, "SerializationException"},
 	} {
-		if status, body := raw(tt.body, tt.signed); status != http.StatusBadRequest || !strings.HasPrefix(body, tt.want+" ") || !strings.Contains(body, `"__type":"`+tt.want) {
+		want := http.StatusBadRequest
+		if !tt.signed {
+			want = http.StatusForbidden
+		}
+		if status, body := raw(tt.body, tt.signed); status != want || !strings.HasPrefix(body, tt.want+" ") || !strings.Contains(body, `"__type":"`+tt.want) {
 			t.Errorf("%s: %d %s", tt.body, status, body)
 		}
 	}
