@@ -4,10 +4,13 @@ package ec2
 // and the images and tags of what the inventory and its launch templates hold.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
@@ -82,25 +85,61 @@ var imageFilters = map[string]func(im image) []string{
 	},
 }
 
+// ebsXML is a block device's EBS volume, as the image's snapshot holds it.
+type ebsXML struct {
+	SnapshotID          string `xml:"snapshotId"`
+	VolumeSize          int    `xml:"volumeSize"`
+	DeleteOnTermination bool   `xml:"deleteOnTermination"`
+	VolumeType          string `xml:"volumeType"`
+	Encrypted           bool   `xml:"encrypted"`
+}
+
+type blockDeviceXML struct {
+	DeviceName string `xml:"deviceName"`
+	EBS        ebsXML `xml:"ebs"`
+}
+
+// blockDevices are an image's volumes: its root (which eksctl looks up by the image's
+// rootDeviceName), and Bottlerocket's data volume.
+func (im image) blockDevices(root string) []blockDeviceXML {
+	snap := func(dev string) string {
+		sum := sha256.Sum256([]byte("snapshot/" + im.id + dev))
+		return "snap-" + hex.EncodeToString(sum[:])[:17]
+	}
+	size := 20
+	switch {
+	case im.windows:
+		size = 50
+	case strings.HasPrefix(im.name, "bottlerocket-"):
+		size = 2
+	}
+	out := []blockDeviceXML{{root, ebsXML{snap(root), size, true, "gp3", false}}}
+	if strings.HasPrefix(im.name, "bottlerocket-") {
+		out = append(out, blockDeviceXML{"/dev/xvdb", ebsXML{snap("/dev/xvdb"), 20, true, "gp3", false}})
+	}
+	return out
+}
+
 type imageXML struct {
-	ImageID            string `xml:"imageId"`
-	ImageLocation      string `xml:"imageLocation"`
-	ImageState         string `xml:"imageState"`
-	ImageOwnerID       string `xml:"imageOwnerId"`
-	CreationDate       string `xml:"creationDate,omitempty"`
-	IsPublic           bool   `xml:"isPublic"`
-	Architecture       string `xml:"architecture"`
-	ImageType          string `xml:"imageType"`
-	Platform           string `xml:"platform,omitempty"`
-	ImageOwnerAlias    string `xml:"imageOwnerAlias,omitempty"`
-	Name               string `xml:"name"`
-	Description        string `xml:"description,omitempty"`
-	RootDeviceType     string `xml:"rootDeviceType"`
-	RootDeviceName     string `xml:"rootDeviceName"`
-	VirtualizationType string `xml:"virtualizationType"`
-	Hypervisor         string `xml:"hypervisor"`
-	EnaSupport         bool   `xml:"enaSupport"`
-	PlatformDetails    string `xml:"platformDetails"`
+	ImageID            string                           `xml:"imageId"`
+	ImageLocation      string                           `xml:"imageLocation"`
+	ImageState         string                           `xml:"imageState"`
+	ImageOwnerID       string                           `xml:"imageOwnerId"`
+	CreationDate       string                           `xml:"creationDate,omitempty"`
+	IsPublic           bool                             `xml:"isPublic"`
+	Architecture       string                           `xml:"architecture"`
+	ImageType          string                           `xml:"imageType"`
+	Platform           string                           `xml:"platform,omitempty"`
+	ImageOwnerAlias    string                           `xml:"imageOwnerAlias,omitempty"`
+	Name               string                           `xml:"name"`
+	Description        string                           `xml:"description,omitempty"`
+	RootDeviceType     string                           `xml:"rootDeviceType"`
+	RootDeviceName     string                           `xml:"rootDeviceName"`
+	BlockDevices       protocol.ItemSet[blockDeviceXML] `xml:"blockDeviceMapping"`
+	VirtualizationType string                           `xml:"virtualizationType"`
+	Hypervisor         string                           `xml:"hypervisor"`
+	EnaSupport         bool                             `xml:"enaSupport"`
+	PlatformDetails    string                           `xml:"platformDetails"`
 }
 
 // images are the catalog's releases and the account's images by ID. A catalog image
@@ -203,6 +242,7 @@ func (e *EC2) describeImages(r *protocol.Request) (any, *protocol.Error) {
 		if im.windows {
 			x.Platform, x.PlatformDetails, x.RootDeviceName = "windows", "Windows", "/dev/sda1"
 		}
+		x.BlockDevices.Items = im.blockDevices(x.RootDeviceName)
 		out = append(out, x)
 	}
 	return newDescribeOutput(r, "imagesSet", out, next), nil

@@ -148,6 +148,12 @@ func TestDescribeImagesOfTheCatalog(t *testing.T) {
 			aws.ToString(im.ImageOwnerAlias) != "amazon" || !aws.ToBool(im.Public) || aws.ToString(im.CreationDate) != "2026-10-15T04:12:00.000Z" {
 			t.Errorf("image %+v, release %+v", im, r)
 		}
+		// eksctl finds the root volume among the mappings by the root device's name.
+		if !slices.ContainsFunc(im.BlockDeviceMappings, func(m ec2types.BlockDeviceMapping) bool {
+			return aws.ToString(m.DeviceName) == aws.ToString(im.RootDeviceName) && m.Ebs != nil && aws.ToInt32(m.Ebs.VolumeSize) > 0
+		}) {
+			t.Errorf("%s: no root volume %s in %+v", r.Name, aws.ToString(im.RootDeviceName), im.BlockDeviceMappings)
+		}
 		// EC2 writes the platform in lower case, whatever the SDK's enumeration spells.
 		if windows := r.Family == FamilyWindows; windows != strings.EqualFold(string(im.Platform), "windows") {
 			t.Errorf("%s: platform %q", r.Name, im.Platform)
