@@ -230,8 +230,10 @@ func (s *state) desired() int32 { return s.spec.Spec.Scaling.Desired() }
 
 // Polling intervals.
 const (
-	pollBusy   = 5 * time.Second
-	pollIdle   = 5 * time.Minute
+	pollBusy = 5 * time.Second
+	// pollIdle is how often a settled group is read again: how soon a size changed on
+	// the Auto Scaling group itself is put back (scale).
+	pollIdle   = time.Minute
 	backoffMin = 30 * time.Second
 	backoffMax = 10 * time.Minute
 )

@@ -67,13 +67,21 @@ func (l *nodeLauncher) Terminate(_ context.Context, id string) error {
 	return nil
 }
 
-// The controller against the local cloud's EC2 launch templates and Auto Scaling on
-// their wire protocols, through aws-sdk-go-v2, and a real kube-apiserver: a group is
-// created, rolled onto a new template version (MINIMAL), and deleted.
-func TestIntegrationLocalCloud(t *testing.T) {
+// localCloud is the controller running against the local cloud's EC2 launch templates
+// and Auto Scaling on their wire protocols, and a real kube-apiserver, with group ng1
+// created from ng.
+type localCloud struct {
+	c        client.Client
+	asc      *autoscaling.Client
+	rec      *recorder
+	launcher *nodeLauncher
+	waitFor  func(what string, cond func(*v1alpha1.NodeGroup) bool)
+}
+
+func startLocalCloud(t *testing.T, ng *v1alpha1.NodeGroup) *localCloud {
+	t.Helper()
 	env, c := realAPI(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 
 	const region = "us-west-2"
 	lt := localaws.NewLaunchTemplates("111122223333")
@@ -83,10 +91,7 @@ func TestIntegrationLocalCloud(t *testing.T) {
 	as.SetLauncher(launcher)
 	asDone := make(chan struct{})
 	go func() { defer close(asDone); as.Run(ctx) }()
-	defer func() { cancel(); <-asDone }()
 	ec2Srv, asSrv := httptest.NewServer(lt), httptest.NewServer(as)
-	defer ec2Srv.Close()
-	defer asSrv.Close()
 	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""), RetryMaxAttempts: 1}
 	ec2c := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(ec2Srv.URL) })
 	asc := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(asSrv.URL) })
@@ -112,11 +117,15 @@ func TestIntegrationLocalCloud(t *testing.T) {
 	}
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
-
-	ng := baseGroup(3)
-	ng.UID = ""
-	ng.Spec.UpdateStrategy = v1alpha1.UpdateStrategyMinimal
-	ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-mgrDone; err != nil {
+			t.Error(err)
+		}
+		<-asDone
+		ec2Srv.Close()
+		asSrv.Close()
+	})
 	if err := c.Create(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +147,19 @@ func TestIntegrationLocalCloud(t *testing.T) {
 			t.Fatalf("waiting until %s: %v; status %+v; events:\n%s", what, err, got.Status, strings.Join(rec.events, "\n"))
 		}
 	}
+	return &localCloud{c: c, asc: asc, rec: rec, launcher: launcher, waitFor: waitFor}
+}
+
+// The controller against the local cloud's EC2 launch templates and Auto Scaling on
+// their wire protocols, through aws-sdk-go-v2, and a real kube-apiserver: a group is
+// created, rolled onto a new template version (MINIMAL), and deleted.
+func TestIntegrationLocalCloud(t *testing.T) {
+	ng := baseGroup(3)
+	ng.UID = ""
+	ng.Spec.UpdateStrategy = v1alpha1.UpdateStrategyMinimal
+	ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{}
+	lc := startLocalCloud(t, ng)
+	ctx, c, asc, rec, launcher, waitFor := t.Context(), lc.c, lc.asc, lc.rec, lc.launcher, lc.waitFor
 	waitFor("active", active)
 
 	// The instances were launched from the rendered launch template, spread over zones.
@@ -191,8 +213,42 @@ func TestIntegrationLocalCloud(t *testing.T) {
 	if err != nil || len(out.AutoScalingGroups) != 0 && aws.ToString(out.AutoScalingGroups[0].Status) == "" {
 		t.Errorf("after delete: %v, %+v", err, out)
 	}
-	cancel()
-	if err := <-mgrDone; err != nil {
+}
+
+// The defect this guards against: after `aws autoscaling set-desired-capacity
+// --desired-capacity 2` on a group's Auto Scaling group, the group stayed at 2 while
+// the NodeGroup said 1. The NodeGroup owns the size: the controller puts the group back,
+// says so in an event, and its status agrees with the group again.
+func TestIntegrationLocalCloudSizeOwnership(t *testing.T) {
+	ng := baseGroup(1)
+	ng.UID = ""
+	ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{}
+	lc := startLocalCloud(t, ng)
+	ctx := t.Context()
+	lc.waitFor("active", active)
+	got := &v1alpha1.NodeGroup{}
+	if err := lc.c.Get(ctx, types.NamespacedName{Name: "ng1"}, got); err != nil {
 		t.Fatal(err)
 	}
+	name := got.Status.AutoScalingGroupName
+	if _, err := lc.asc.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	group := func() (desired int32, instances int) {
+		out, err := lc.asc.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+		if err != nil || len(out.AutoScalingGroups) != 1 {
+			t.Fatalf("DescribeAutoScalingGroups: %v", err)
+		}
+		g := out.AutoScalingGroups[0]
+		for _, i := range g.Instances {
+			if i.LifecycleState == "InService" || i.LifecycleState == "Pending" {
+				instances++
+			}
+		}
+		return aws.ToInt32(g.DesiredCapacity), instances
+	}
+	lc.waitFor("put back to 1", func(ng *v1alpha1.NodeGroup) bool {
+		desired, instances := group()
+		return lc.rec.has("SizeRestored") && desired == 1 && instances == 1 && len(ng.Status.Instances) == 1 && ng.Status.DesiredSize == 1 && active(ng)
+	})
 }

@@ -10,9 +10,12 @@ import (
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
-// scale keeps the group at the spec's size and version outside updates.
+// scale keeps the group at the spec's size and version outside updates. The NodeGroup
+// owns the group's size, as EKS managed node groups own theirs: a size changed on the
+// Auto Scaling group itself is put back (see restoreSize).
 func (r *Reconciler) scale(ctx context.Context, st *state) error {
 	s, g := r.groupSpec(st), st.group
+	r.restoreSize(st, s)
 	if done, err := r.scaleIn(ctx, st, s); err != nil || !done {
 		return err
 	}
@@ -31,6 +34,26 @@ func (r *Reconciler) scale(ctx context.Context, st *state) error {
 	}
 	st.after(pollBusy)
 	return nil
+}
+
+// restoreSize notices a group whose min, max or desired size differ from the spec
+// although the spec did not change since the last pass (the generation was observed)
+// and no scale-in is under way: something else (aws autoscaling set-desired-capacity,
+// update-auto-scaling-group) changed them. It says so in an event; scale then puts
+// them back, a larger size through scaleIn's drains, so that no pod is lost to it.
+func (r *Reconciler) restoreSize(st *state, s *groupSpec) {
+	ng, g := st.ng, st.group
+	if ng.Status.ObservedGeneration != ng.Generation || len(ng.Status.ScaleIn) > 0 {
+		return
+	}
+	if g.Min == s.Min && g.Max == s.Max && g.Desired == s.Desired {
+		return
+	}
+	r.opts.Log.Info("an Auto Scaling group's size drifted from its NodeGroup", "nodegroup", ng.Name, "group", g.Name,
+		"min", g.Min, "max", g.Max, "desired", g.Desired, "specMin", s.Min, "specMax", s.Max, "specDesired", s.Desired)
+	r.event(ng, corev1.EventTypeWarning, "SizeRestored", "UpdateAutoScalingGroup",
+		"Auto Scaling group %s was resized outside the NodeGroup to min %d, max %d, desired %d; the NodeGroup owns its size, so it is put back to min %d, max %d, desired %d (resize with nodejoin scale nodegroup or spec.scaling)",
+		g.Name, g.Min, g.Max, g.Desired, s.Min, s.Max, s.Desired)
 }
 
 // scaleIn removes the instances a lowered desired size no longer wants, draining each

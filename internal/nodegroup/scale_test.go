@@ -58,3 +58,59 @@ func TestScaleInForcesAfterDrainTimeout(t *testing.T) {
 		t.Errorf("scale-in took %s; events %q", h.now.Sub(start), h.rec.events)
 	}
 }
+
+// The NodeGroup owns its group's size: sizes set on the Auto Scaling group itself (as
+// aws autoscaling set-desired-capacity or update-auto-scaling-group would) are put
+// back, with an event saying so, and the status agrees with the group after.
+func TestSizeChangedOnTheGroupIsPutBack(t *testing.T) {
+	tests := []struct {
+		name              string
+		min, max, desired int32
+	}{
+		{"desired raised", 1, 6, 2},
+		{"desired lowered", 0, 6, 0},
+		{"min and max changed", 2, 10, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, baseGroup(1))
+			h.until("active", 40, active)
+			h.cloud.mu.Lock()
+			for _, g := range h.cloud.groups {
+				g.min, g.max, g.desired = tt.min, tt.max, tt.desired
+			}
+			h.cloud.mu.Unlock()
+			h.until("put back", 200, func(ng *v1alpha1.NodeGroup) bool {
+				g := h.cloud.group()
+				return active(ng) && g.min == 1 && g.max == 6 && g.desired == 1 && len(g.instances) == 1 && len(ng.Status.Instances) == 1
+			})
+			if ng := h.get(); ng.Status.DesiredSize != 1 || ng.Status.ReadySize != 1 {
+				t.Errorf("status: desired %d, ready %d", ng.Status.DesiredSize, ng.Status.ReadySize)
+			}
+			if !h.rec.has("SizeRestored") {
+				t.Errorf("no SizeRestored event: %q", h.rec.events)
+			}
+		})
+	}
+}
+
+// A resize through the NodeGroup's spec is not drift.
+func TestSpecResizeIsNotDrift(t *testing.T) {
+	h := newHarness(t, baseGroup(1))
+	h.until("active", 40, active)
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize = ptr.To[int32](2) })
+	h.until("scaled out", 60, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && ng.Status.ReadySize == 2 })
+	// Lowering the maximum below the group's size too: scale-in first keeps the group's
+	// maximum at its size while it drains, which is not drift either.
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize, ng.Spec.Scaling.MaxSize = ptr.To[int32](1), 1 })
+	h.until("scaled in", 200, func(ng *v1alpha1.NodeGroup) bool {
+		g := h.cloud.group()
+		return active(ng) && len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0 && g.max == 1 && g.desired == 1
+	})
+	for range 5 {
+		h.tick()
+	}
+	if h.rec.has("SizeRestored") {
+		t.Errorf("a spec resize was taken for drift: %q", h.rec.events)
+	}
+}

@@ -57,7 +57,7 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 	}
 
 	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 2, 2, map[string]string{"tier": "real-kubelets"}))
-	out := c.run("create", "nodegroup", "-f", file, "--name", name)
+	out := c.run("create", "nodegroup", "-f", file, "--cluster", name)
 	if want := "✓ workers: ACTIVE, 2/2 Ready"; !strings.Contains(out, want) {
 		t.Errorf("create output lacks %q:\n%s", want, out)
 	}
@@ -159,7 +159,7 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 
 	// Scale in: the controller picks a node, cordons and drains it, then terminates its
 	// instance with decrement and deletes its Node.
-	out = c.run("scale", "nodegroup", "workers", "--nodes", "1", "--name", name)
+	out = c.run("scale", "nodegroup", "--name", "workers", "--nodes", "1", "--cluster", name)
 	if want := "Node group workers scaled to 1 Ready node"; !strings.Contains(out, want) {
 		t.Errorf("scale output lacks %q:\n%s", want, out)
 	}
@@ -198,7 +198,7 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 		}), nil
 	})
 
-	out = c.run("delete", "nodegroup", "workers", "--name", name)
+	out = c.run("delete", "nodegroup", "--name", "workers", "--cluster", name)
 	if !strings.Contains(out, "Node group workers deleted in") {
 		t.Errorf("delete output:\n%s", out)
 	}
@@ -207,7 +207,7 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 		return err == nil && len(list.Items) == 0, nil
 	})
 	var l struct{ Items []v1alpha1.NodeGroup }
-	c.runJSON(false, &l, "get", "nodegroup", "--name", name, "-o", "json")
+	c.runJSON(false, &l, "get", "nodegroup", "--cluster", name, "-o", "json")
 	if len(l.Items) != 0 {
 		t.Errorf("after delete, node groups: %+v", l.Items)
 	}

@@ -58,7 +58,7 @@ func writeTemp(t *testing.T, name, content string) string {
 func (c *cli) getNodeGroup(cluster, name string) v1alpha1.NodeGroup {
 	c.t.Helper()
 	var l struct{ Items []v1alpha1.NodeGroup }
-	c.runJSON(false, &l, "get", "nodegroup", name, "--name", cluster, "-o", "json")
+	c.runJSON(false, &l, "get", "nodegroup", "--name", name, "--cluster", cluster, "-o", "json")
 	if len(l.Items) != 1 {
 		c.t.Fatalf("get nodegroup %s: %d items", name, len(l.Items))
 	}
@@ -154,7 +154,7 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 
 	templateLabels := map[string]string{"team": "blue"}
 	file := writeTemp(t, "workers.yaml", nodeGroupManifest("workers", 1, 4, 2, templateLabels))
-	out := c.run("create", "nodegroup", "-f", file, "--name", name)
+	out := c.run("create", "nodegroup", "-f", file, "--cluster", name)
 	for _, want := range []string{"Creating 1 node group in cluster " + name, "✓ created node group workers: 2 nodes (min 1, max 4)", "✓ workers: ACTIVE, 2/2 Ready", "Created 1 node group in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("create output lacks %q:\n%s", want, out)
@@ -166,13 +166,13 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 	wantLabels := map[string]string{"eks.amazonaws.com/nodegroup": "workers", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
 	maps.Copy(wantLabels, templateLabels)
 	assertNodeLabels(t, client, nodes, wantLabels)
-	table := strings.Split(strings.TrimSpace(c.run("get", "nodegroup", "--name", name)), "\n")
+	table := strings.Split(strings.TrimSpace(c.run("get", "nodegroup", "--cluster", name)), "\n")
 	if len(table) != 2 || !strings.HasPrefix(table[0], "CLUSTER") || !slices.Equal(strings.Fields(table[1])[:7], []string{name, "workers", "ACTIVE", strings.Fields(table[1])[3], "1", "4", "2"}) {
 		t.Errorf("get nodegroup:\n%s", strings.Join(table, "\n"))
 	}
 
 	for _, n := range []int{4, 1} {
-		out := c.run("scale", "nodegroup", "workers", "--nodes", fmt.Sprint(n), "--name", name)
+		out := c.run("scale", "nodegroup", "--name", "workers", "--nodes", fmt.Sprint(n), "--cluster", name)
 		if want := fmt.Sprintf("Node group workers scaled to %s", map[int]string{4: "4 Ready nodes", 1: "1 Ready node"}[n]); !strings.Contains(out, want) {
 			t.Errorf("scale output lacks %q:\n%s", want, out)
 		}
@@ -191,7 +191,7 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 		nodes = now
 	}
 	// A size outside the bounds is refused, naming the flag to add.
-	if out, err := c.command("scale", "nodegroup", "workers", "--nodes", "5", "--name", name).CombinedOutput(); err == nil || !strings.Contains(string(out), "pass --nodes-max 5 too") {
+	if out, err := c.command("scale", "nodegroup", "--name", "workers", "--nodes", "5", "--cluster", name).CombinedOutput(); err == nil || !strings.Contains(string(out), "pass --nodes-max 5 too") {
 		t.Errorf("scale to 5: %v\n%s", err, out)
 	}
 
@@ -203,13 +203,13 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 			Health                struct{ Issues []any }
 		}
 	}
-	c.runJSON(false, &d, "describe", "nodegroup", "workers", "--name", name, "-o", "json")
+	c.runJSON(false, &d, "describe", "nodegroup", "--name", "workers", "--cluster", name, "-o", "json")
 	if ng := d.Nodegroup; ng.NodegroupName != "workers" || ng.Status != "ACTIVE" || ng.ScalingConfig.DesiredSize != 1 ||
 		ng.ScalingConfig.MinSize != 1 || ng.ScalingConfig.MaxSize != 4 || len(ng.Resources.AutoScalingGroups) != 1 || ng.Health.Issues == nil {
 		t.Errorf("describe nodegroup: %+v", ng)
 	}
 
-	out = c.run("delete", "nodegroup", "workers", "--name", name)
+	out = c.run("delete", "nodegroup", "--name", "workers", "--cluster", name)
 	if !strings.Contains(out, "Node group workers deleted in") {
 		t.Errorf("delete output:\n%s", out)
 	}
@@ -320,7 +320,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 	ctx := t.Context()
 
 	v1 := writeTemp(t, "web-v1.yaml", nodeGroupManifest("web", 3, 6, 3, map[string]string{"release": "v1"}))
-	c.run("create", "nodegroup", "-f", v1, "--name", name)
+	c.run("create", "nodegroup", "-f", v1, "--cluster", name)
 	oldNodes := c.assertGroupSize(client, name, "web", 3, nil)
 	before := c.getNodeGroup(name, "web")
 
@@ -366,7 +366,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 	avail := watchAvailability(watchCtx, t, client, "default", "app=web")
 
 	v2 := writeTemp(t, "web-v2.yaml", nodeGroupManifest("web", 3, 6, 3, map[string]string{"release": "v2"}))
-	out := c.run("upgrade", "nodegroup", "web", "-f", v2, "--name", name)
+	out := c.run("upgrade", "nodegroup", "--name", "web", "-f", v2, "--cluster", name)
 	for _, want := range []string{"Upgrading node group web of cluster " + name, "update Upgrade", "Node group web upgraded to launch template version"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade output lacks %q:\n%s", want, out)
@@ -430,7 +430,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 			LaunchTemplate struct{ Version string }
 		}
 	}
-	c.runJSON(false, &d, "describe", "nodegroup", "web", "--name", name, "-o", "json")
+	c.runJSON(false, &d, "describe", "nodegroup", "--name", "web", "--cluster", name, "-o", "json")
 	if d.Nodegroup.LaunchTemplate.Version != lt.Version {
 		t.Errorf("describe nodegroup: launch template version %q, want %q", d.Nodegroup.LaunchTemplate.Version, lt.Version)
 	}

@@ -171,7 +171,7 @@ func (o *upOptions) startDetached(cmd *cobra.Command) error {
 	}
 	groups, err := o.createNodeGroups(cmd.Context(), c, cmd.ErrOrStderr())
 	if err != nil {
-		return fmt.Errorf("cluster %s runs, but its node groups from %s failed: %w; look with `nodejoin describe nodegroup --name %s GROUP`, remove the cluster with `nodejoin down --name %s`", o.name, o.nodeGroupFile, err, o.name, o.name)
+		return fmt.Errorf("cluster %s runs, but its node groups from %s failed: %w; look with `nodejoin describe nodegroup --cluster %s --name GROUP`, remove the cluster with `nodejoin down --name %s`", o.name, o.nodeGroupFile, err, o.name, o.name)
 	}
 	return o.printSummary(cmd.OutOrStdout(), c, true, groups)
 }

@@ -28,7 +28,7 @@ func (o *upOptions) loadNodeGroupFile(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--nodegroup-file: %w", err)
 	}
-	o.name = clusterName(cmd, o.name, l)
+	o.name = clusterName(cmd, "name", o.name, l)
 	o.groups = l
 	return nil
 }

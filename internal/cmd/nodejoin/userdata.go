@@ -20,15 +20,18 @@ func userdataCommand() *cobra.Command {
 func userdataRenderCommand() *cobra.Command {
 	var o client.RenderOptions
 	cmd := &cobra.Command{
-		Use:   "render -f NODEGROUP.yaml",
-		Short: "Print the user data of a NodeGroup's instances, or a self-managed node group's CloudFormation template",
-		Long: "Render prints the user data a NodeGroup's instances boot with, in the manifest's\n" +
-			"spec.template.userDataStyle: as EKS managed node groups (Managed, --style managed) or eksctl's\n" +
-			"self-managed groups (Eksctl, --style eksctl) generate it for the AMI family, merged with the\n" +
-			"template's own userData. --style overrides the manifest. Text is printed as the instance reads it;\n" +
-			"gzip-compressed user data (eksctl's AL2 cloud-config) and --base64 print the base64 a launch\n" +
-			"template's UserData holds. The cluster comes from --endpoint/--ca-file, or from a kubeconfig.",
+		Use:   "render -f FILE [--nodegroup NAME]",
+		Short: "Print the user data of a node group's instances, or a self-managed node group's CloudFormation template",
+		Long: "Render prints the user data a node group's instances boot with. -f is what create nodegroup\n" +
+			"takes: an eksctl ClusterConfig or NodeGroup manifests; --nodegroup picks the group when it holds\n" +
+			"more than one. The style is the group's spec.template.userDataStyle unless --style says: as EKS\n" +
+			"managed node groups (Managed, --style managed) or eksctl's self-managed groups (Eksctl, --style\n" +
+			"eksctl) generate it for the AMI family, merged with the template's own userData. Text is printed\n" +
+			"as the instance reads it; gzip-compressed user data (eksctl's AL2 cloud-config) and --base64\n" +
+			"print the base64 a launch template's UserData holds. The cluster comes from --endpoint/--ca-file\n" +
+			"(its name from --cluster-name or an eksctl file's metadata.name), or from a kubeconfig.",
 		Example: "  nodejoin userdata render -f nodegroup.yaml --family Bottlerocket\n" +
+			"  nodejoin userdata render -f cluster.yaml --nodegroup ng-1 --kubeconfig ~/.kube/config\n" +
 			"  nodejoin userdata render -f nodegroup.yaml --cloudformation > nodes.yaml\n" +
 			"  nodejoin userdata render -f nodegroup.yaml --cluster-name demo --endpoint https://10.0.0.1:6443 --ca-file ca.crt --service-cidr 10.100.0.0/16",
 		Args: cobra.NoArgs,

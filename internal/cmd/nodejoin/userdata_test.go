@@ -131,7 +131,7 @@ func TestUserdataRenderErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"userdata", "render"}, "-f is required"},
-		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `not a NodeGroup: kind "Pod" of apiVersion "v1" (want apiVersion: nodejoin.io/v1alpha1, kind: NodeGroup)`},
+		{append([]string{"userdata", "render", "-f", notNG}, clusterFlags...), `is apiVersion "v1" kind "Pod": want a NodeGroup (apiVersion nodejoin.io/v1alpha1) or an eksctl ClusterConfig`},
 		{append([]string{"userdata", "render", "-f", ng, "--family", "Ubuntu"}, clusterFlags...), `--family: AMI family "Ubuntu"`},
 		{append([]string{"userdata", "render", "-f", typo}, clusterFlags...), `field spec.template.amiFamilly: unknown field (did you mean "amiFamily"?)`},
 		{append([]string{"userdata", "render", "-f", invalid}, clusterFlags...), "spec.scaling.maxSize: Invalid value: 0: must be at least 1"},
@@ -139,7 +139,7 @@ func TestUserdataRenderErrors(t *testing.T) {
 		{append([]string{"userdata", "render", "-f", ng, "--cloudformation", "--family", "Bottlerocket"}, clusterFlags...), "rendered for AmazonLinux2 and AmazonLinux2023, not Bottlerocket"},
 		{[]string{"userdata", "render", "-f", ng, "--cluster-name", "demo"}, "the kubeconfig has no current context; give --cluster-name, --endpoint and --ca-file"},
 		{[]string{"userdata", "render", "-f", ng, "--ca-file", ng, "--endpoint", "https://e", "--cluster-name", "c"}, "no PEM certificate in it"},
-		{append([]string{"userdata", "render", "-f", filepath.Join(dir, "absent.yaml")}, clusterFlags...), "reading the NodeGroup manifest"},
+		{append([]string{"userdata", "render", "-f", filepath.Join(dir, "absent.yaml")}, clusterFlags...), "reading -f: open "},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args[2:], " "), func(t *testing.T) {
@@ -148,5 +148,35 @@ func TestUserdataRenderErrors(t *testing.T) {
 				t.Errorf("error = %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// render takes the eksctl ClusterConfig that create nodegroup takes: --nodegroup picks
+// the group, and the file's metadata.name is the cluster unless --cluster-name says.
+func TestUserdataRenderEksctlFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	doc := "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: ironman, region: eu-west-1}\n" +
+		"managedNodeGroups:\n- name: ng-1\n  amiFamily: AmazonLinux2023\n  instanceType: m5.large\n" +
+		"- name: ng-2\n  amiFamily: AmazonLinux2023\n  instanceType: m5.large\n  labels: {role: batch}\n"
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--endpoint", "https://10.0.0.1:6443", "--ca-file", "testdata/userdata/ca.pem"}
+	out, err := run(t, append([]string{"userdata", "render", "-f", file, "--nodegroup", "ng-2"}, flags...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: ironman", "role=batch", "eks.amazonaws.com/nodegroup=ng-2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	_, err = run(t, append([]string{"userdata", "render", "-f", file}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), "holds 2 node groups (ng-1, ng-2): name the one to render with --nodegroup") {
+		t.Errorf("two groups, no --nodegroup: %v", err)
+	}
+	_, err = run(t, append([]string{"userdata", "render", "-f", file, "--nodegroup", "ng-3"}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), "has no node group ng-3 (it has ng-1, ng-2)") {
+		t.Errorf("--nodegroup ng-3: %v", err)
 	}
 }

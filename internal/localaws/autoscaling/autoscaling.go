@@ -8,8 +8,6 @@ package autoscaling
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"slices"
 	"sync"
@@ -66,15 +64,8 @@ type LaunchError struct {
 func (e *LaunchError) Error() string { return e.Code + ": " + e.Message }
 
 // DefaultSubnets are the local VPC's subnets: one in each of the region's zones a, b
-// and c, with IDs derived from the zone.
-func DefaultSubnets(region string) []ec2.Subnet {
-	var out []ec2.Subnet
-	for _, z := range []string{"a", "b", "c"} {
-		sum := sha256.Sum256([]byte("subnet/" + region + z))
-		out = append(out, ec2.Subnet{ID: "subnet-" + hex.EncodeToString(sum[:])[:17], AvailabilityZone: region + z})
-	}
-	return out
-}
+// and c, EC2's zone subnets (which DescribeSubnets lists).
+func DefaultSubnets(region string) []ec2.Subnet { return ec2.ZoneSubnets(region) }
 
 // Config configures the Auto Scaling emulator.
 type Config struct {

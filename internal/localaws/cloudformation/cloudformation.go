@@ -1,6 +1,8 @@
-// Package cloudformation is the local AWS's CloudFormation, as far as instances use it:
-// SignalResource, what cfn-signal sends at the end of a self-managed node group's user
-// data. Of the local AWS it imports the wire layer (protocol) only.
+// Package cloudformation is the local AWS's CloudFormation: SignalResource, what
+// cfn-signal sends at the end of a self-managed node group's user data, and the reads
+// eksctl and the AWS CLI make of stacks (ListStacks, DescribeStacks,
+// DescribeStackResources, DescribeStackEvents) over a stack store (Stacks). Of the
+// local AWS it imports the wire layer (protocol) only.
 package cloudformation
 
 import (
@@ -25,14 +27,15 @@ type Signal struct {
 }
 
 // CloudFormation records the signals instances send (cfn-signal's SignalResource over
-// the Query protocol, Version 2010-05-15). It holds no stacks: any stack name is
-// accepted. A signal from the same instance for the same resource replaces its earlier
+// the Query protocol, Version 2010-05-15) and answers reads of its stack store, empty
+// until a stack engine puts stacks in it; SignalResource accepts any stack name. A signal from the same instance for the same resource replaces its earlier
 // one. Requests must carry a SigV4 Authorization header or cfn-signal's CFN_V1 one
 // (signed with the instance identity document), neither checked further. Safe for
 // concurrent use.
 type CloudFormation struct {
 	now     func() time.Time
 	service *protocol.Service
+	stacks  *Stacks
 
 	mu      sync.Mutex
 	signals []Signal
@@ -40,17 +43,33 @@ type CloudFormation struct {
 
 // New returns the endpoint with no signals.
 func New() *CloudFormation {
-	c := &CloudFormation{now: time.Now}
+	c := &CloudFormation{now: time.Now, stacks: NewStacks("us-west-2", "000000000000")}
 	c.service = &protocol.Service{
 		Dialect: protocol.Query, WriteError: protocol.QueryErrorWriter(xmlns), Wrap: protocol.QueryWrap(xmlns),
 		Authorized: func(r *http.Request) bool {
 			return protocol.Signed(r) || strings.HasPrefix(r.Header.Get("Authorization"), "CFN_V1 ")
 		},
 		Unsigned: &protocol.Error{Status: http.StatusForbidden, Code: "InvalidClientTokenId", Message: "The security token included in the request is invalid."},
-		Actions:  map[string]protocol.Handler{"SignalResource": c.signalResource},
+		Actions: map[string]protocol.Handler{
+			"SignalResource":         c.signalResource,
+			"ListStacks":             c.listStacks,
+			"DescribeStacks":         c.describeStacks,
+			"DescribeStackResources": c.describeStackResources,
+			"DescribeStackEvents":    c.describeStackEvents,
+		},
 	}
 	return c
 }
+
+// WithStacks serves the stacks of s (default an empty store of us-west-2 and account
+// 000000000000) and returns c. Call it before serving.
+func (c *CloudFormation) WithStacks(s *Stacks) *CloudFormation {
+	c.stacks = s
+	return c
+}
+
+// Stacks is the stack store the reads answer from.
+func (c *CloudFormation) Stacks() *Stacks { return c.stacks }
 
 // ServeHTTP answers the actions of CloudFormation's table.
 func (c *CloudFormation) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.service.ServeHTTP(w, r) }

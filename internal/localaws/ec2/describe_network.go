@@ -312,15 +312,11 @@ func (e *EC2) describeSubnets(r *protocol.Request) (any, *protocol.Error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	page, next, aerr := describeSet[*subnetState]{
-		keys:   slices.Sorted(maps.Keys(e.subnets)),
-		get:    func(id string) (*subnetState, bool) { s, ok := e.subnets[id]; return s, ok },
-		tags:   func(s *subnetState) map[string]string { return s.Tags },
-		values: func(s *subnetState, name string) []string { return subnetFilters[name](s, e) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	subnets := e.zoneSubnets()
+	maps.Copy(subnets, e.subnets)
+	page, next, aerr := setOf(subnets, func(s *subnetState, name string) []string { return subnetFilters[name](s, e) },
+		"InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist").
+		withTags(func(s *subnetState) map[string]string { return s.Tags }).page(in)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -50,13 +50,13 @@ func TestDescribeImagesWithTheAWSClient(t *testing.T) {
 		in   ec2.DescribeImagesInput
 		want []string
 	}{
-		{"all", ec2.DescribeImagesInput{}, []string{instanceAMI, templateAMI}},
+		{"all of self", ec2.DescribeImagesInput{Owners: []string{"self"}}, []string{instanceAMI, templateAMI}},
 		{"owner self", ec2.DescribeImagesInput{Owners: []string{"self"}}, []string{instanceAMI, templateAMI}},
 		{"owner account", ec2.DescribeImagesInput{Owners: []string{awstest.Account}}, []string{instanceAMI, templateAMI}},
-		{"owner amazon", ec2.DescribeImagesInput{Owners: []string{"amazon"}}, nil},
+		{"owner amazon by ID", ec2.DescribeImagesInput{ImageIds: []string{templateAMI}, Owners: []string{"amazon"}}, nil},
 		{"image-id", ec2.DescribeImagesInput{Filters: []ec2types.Filter{filter("image-id", instanceAMI)}}, []string{instanceAMI}},
 		{"name glob", ec2.DescribeImagesInput{Filters: []ec2types.Filter{filter("name", "ami-0123*")}}, []string{templateAMI}},
-		{"executable by and flags", ec2.DescribeImagesInput{ExecutableUsers: []string{"self"}, IncludeDeprecated: aws.Bool(true)}, []string{instanceAMI, templateAMI}},
+		{"executable by and flags", ec2.DescribeImagesInput{Owners: []string{"self"}, ExecutableUsers: []string{"self"}, IncludeDeprecated: aws.Bool(true)}, []string{instanceAMI, templateAMI}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestDescribeImagesWithTheAWSClient(t *testing.T) {
 		})
 	}
 	var paged []string
-	for p := ec2.NewDescribeImagesPaginator(client, &ec2.DescribeImagesInput{MaxResults: aws.Int32(6)}); p.HasMorePages(); {
+	for p := ec2.NewDescribeImagesPaginator(client, &ec2.DescribeImagesInput{Owners: []string{"self"}, MaxResults: aws.Int32(6)}); p.HasMorePages(); {
 		page, err := p.NextPage(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -1,13 +1,12 @@
 package ec2
 
 // This file holds the Describe actions of the local VPC: DescribeAvailabilityZones,
-// DescribeVpcs and DescribeSecurityGroups.
+// DescribeVpcs and DescribeSecurityGroups (its rules are describe_sgrules.go's).
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -89,6 +88,16 @@ func (e *EC2) describeAvailabilityZones(r *protocol.Request) (any, *protocol.Err
 type vpcState struct {
 	id, dhcpOptionsID string
 	cidr              netip.Prefix
+	// secondary is ZoneRange for the local VPC, which holds the zone subnets.
+	secondary netip.Prefix
+}
+
+// blocks are the VPC's ranges, the primary first.
+func (v vpcState) blocks() []netip.Prefix {
+	if v.secondary.IsValid() {
+		return []netip.Prefix{v.cidr, v.secondary}
+	}
+	return []netip.Prefix{v.cidr}
 }
 
 // cover is the smallest prefix that holds every one of ps (at least one).
@@ -105,6 +114,22 @@ func cover(ps []netip.Prefix) netip.Prefix {
 
 // vpcs are the VPCs the inventory's subnets and instances are in. Locked.
 func (e *EC2) vpcs() map[string]vpcState {
+	out := map[string]vpcState{}
+	for id, ps := range e.vpcRanges() {
+		v := vpcState{id: id, cidr: cover(ps), dhcpOptionsID: "default"}
+		if d := e.dhcpDomains[id]; d != "" {
+			v.dhcpOptionsID = dhcpOptionsID(id, d)
+		}
+		if id == DefaultVPCID {
+			v.secondary = ZoneRange
+		}
+		out[id] = v
+	}
+	return out
+}
+
+// vpcRanges are the ranges of the registered subnets and the instances, by VPC. Locked.
+func (e *EC2) vpcRanges() map[string][]netip.Prefix {
 	ranges := map[string][]netip.Prefix{}
 	for _, s := range e.subnets {
 		ranges[s.VPCID] = append(ranges[s.VPCID], s.CIDR)
@@ -122,33 +147,41 @@ func (e *EC2) vpcs() map[string]vpcState {
 			ranges[r.VPCID] = append(ranges[r.VPCID], netip.PrefixFrom(a, 32))
 		}
 	}
-	out := map[string]vpcState{}
-	for id, ps := range ranges {
-		v := vpcState{id: id, cidr: cover(ps), dhcpOptionsID: "default"}
-		if d := e.dhcpDomains[id]; d != "" {
-			v.dhcpOptionsID = dhcpOptionsID(id, d)
-		}
-		out[id] = v
-	}
-	return out
+	return ranges
 }
 
 // vpcFilters are DescribeVpcs' filters.
 var vpcFilters = map[string]func(v vpcState, owner string) []string{
 	"vpc-id":                                func(v vpcState, _ string) []string { return one(v.id) },
 	"cidr":                                  func(v vpcState, _ string) []string { return one(v.cidr.String()) },
-	"cidr-block-association.cidr-block":     func(v vpcState, _ string) []string { return one(v.cidr.String()) },
+	"cidr-block-association.cidr-block":     func(v vpcState, _ string) []string { return prefixStrings(v.blocks()) },
 	"cidr-block-association.state":          func(vpcState, string) []string { return one("associated") },
-	"cidr-block-association.association-id": func(v vpcState, _ string) []string { return one(vpcCIDRAssociationID(v)) },
+	"cidr-block-association.association-id": func(v vpcState, _ string) []string { return associationIDs(v) },
 	"state":                                 func(vpcState, string) []string { return one("available") },
 	"is-default":                            func(vpcState, string) []string { return one("false") },
 	"owner-id":                              func(_ vpcState, owner string) []string { return one(owner) },
 	"dhcp-options-id":                       func(v vpcState, _ string) []string { return one(v.dhcpOptionsID) },
 }
 
-func vpcCIDRAssociationID(v vpcState) string {
-	sum := sha256.Sum256([]byte(v.id + "\x00" + v.cidr.String()))
+func vpcCIDRAssociationID(vpcID string, block netip.Prefix) string {
+	sum := sha256.Sum256([]byte(vpcID + "\x00" + block.String()))
 	return "vpc-cidr-assoc-" + hex.EncodeToString(sum[:])[:17]
+}
+
+func associationIDs(v vpcState) []string {
+	var out []string
+	for _, b := range v.blocks() {
+		out = append(out, vpcCIDRAssociationID(v.id, b))
+	}
+	return out
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
 
 type vpcCIDRAssociationXML struct {
@@ -181,23 +214,21 @@ func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
 	e.mu.Lock()
 	vpcs := e.vpcs()
 	e.mu.Unlock()
-	page, next, aerr := describeSet[vpcState]{
-		keys:   slices.Sorted(maps.Keys(vpcs)),
-		get:    func(id string) (vpcState, bool) { v, ok := vpcs[id]; return v, ok },
-		values: func(v vpcState, name string) []string { return vpcFilters[name](v, e.AccountID) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	page, next, aerr := setOf(vpcs, func(v vpcState, name string) []string { return vpcFilters[name](v, e.AccountID) },
+		"InvalidVpcID.NotFound", "The vpc ID '%s' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}
 	var out []vpcXML
 	for _, v := range page {
-		a := vpcCIDRAssociationXML{AssociationID: vpcCIDRAssociationID(v), CIDRBlock: v.cidr.String()}
-		a.CIDRBlockState.State = "associated"
+		var as []vpcCIDRAssociationXML
+		for _, b := range v.blocks() {
+			a := vpcCIDRAssociationXML{AssociationID: vpcCIDRAssociationID(v.id, b), CIDRBlock: b.String()}
+			a.CIDRBlockState.State = "associated"
+			as = append(as, a)
+		}
 		out = append(out, vpcXML{VPCID: v.id, OwnerID: e.AccountID, State: "available", CIDRBlock: v.cidr.String(),
-			Associations:  protocol.ItemSet[vpcCIDRAssociationXML]{Items: []vpcCIDRAssociationXML{a}},
+			Associations:  protocol.ItemSet[vpcCIDRAssociationXML]{Items: as},
 			DhcpOptionsID: v.dhcpOptionsID, InstanceTenancy: "default"})
 	}
 	return newDescribeOutput(r, "vpcSet", out, next), nil
@@ -243,9 +274,12 @@ type securityGroupXML struct {
 	Egress      protocol.ItemSet[ipPermissionXML] `xml:"ipPermissionsEgress"`
 }
 
+// defaultGroup is the VPC's default security group.
+var defaultGroup = securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
+	description: "default VPC security group", vpcID: DefaultVPCID}
+
 func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error) {
-	def := securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
-		description: "default VPC security group", vpcID: DefaultVPCID}
+	def := defaultGroup
 	groups := map[string]securityGroup{def.id: def}
 	names := r.Params.StrList("GroupName")
 	in, aerr := readDescribe(r.Params, "GroupId", func(n string) bool { return sgFilters[n] != nil || isTagFilter(n) }, 5, 1000)
@@ -263,14 +297,8 @@ func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error)
 	if in.dry {
 		return nil, errDryRun
 	}
-	page, next, aerr := describeSet[securityGroup]{
-		keys:   slices.Sorted(maps.Keys(groups)),
-		get:    func(id string) (securityGroup, bool) { g, ok := groups[id]; return g, ok },
-		values: func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	page, next, aerr := setOf(groups, func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
+		"InvalidGroup.NotFound", "The security group '%s' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}

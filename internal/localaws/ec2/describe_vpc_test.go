@@ -107,8 +107,9 @@ func TestDescribeVpcsWithTheAWSClient(t *testing.T) {
 	v := out.Vpcs[0]
 	if aws.ToString(v.VpcId) != DefaultVPCID || aws.ToString(v.CidrBlock) != "198.18.0.0/16" || v.State != ec2types.VpcStateAvailable ||
 		aws.ToString(v.OwnerId) != awstest.Account || aws.ToString(v.DhcpOptionsId) != "default" || v.InstanceTenancy != ec2types.TenancyDefault ||
-		len(v.CidrBlockAssociationSet) != 1 || aws.ToString(v.CidrBlockAssociationSet[0].CidrBlock) != "198.18.0.0/16" ||
-		v.CidrBlockAssociationSet[0].CidrBlockState.State != ec2types.VpcCidrBlockStateCodeAssociated {
+		len(v.CidrBlockAssociationSet) != 2 || aws.ToString(v.CidrBlockAssociationSet[0].CidrBlock) != "198.18.0.0/16" ||
+		v.CidrBlockAssociationSet[0].CidrBlockState.State != ec2types.VpcCidrBlockStateCodeAssociated ||
+		aws.ToString(v.CidrBlockAssociationSet[1].CidrBlock) != ZoneRange.String() {
 		t.Errorf("vpc = %+v", v)
 	}
 	tests := []struct {
@@ -120,6 +121,7 @@ func TestDescribeVpcsWithTheAWSClient(t *testing.T) {
 		{"vpc-id", []ec2types.Filter{filter("vpc-id", "vpc-00000000000000002")}, []string{"vpc-00000000000000002"}},
 		{"cidr covers the subnets", []ec2types.Filter{filter("cidr", "10.1.2.0/23")}, []string{"vpc-00000000000000002"}},
 		{"cidr glob", []ec2types.Filter{filter("cidr", "198.18.*")}, []string{DefaultVPCID}},
+		{"secondary block", []ec2types.Filter{filter("cidr-block-association.cidr-block", "100.64.0.0/16")}, []string{DefaultVPCID}},
 		{"tag of none", []ec2types.Filter{filter("tag:Name", "*")}, nil},
 		{"tag-key of none", []ec2types.Filter{filter("tag-key", "Name")}, nil},
 	}
@@ -218,5 +220,42 @@ func TestZoneID(t *testing.T) {
 		if got := zoneID(zone); got != want {
 			t.Errorf("zoneID(%q) = %q, want %q", zone, got, want)
 		}
+	}
+}
+
+// The local VPC has a subnet in each zone, as eksctl requires of a VPC it did not
+// create (two at least, in two zones), beside the node range's; they are Auto
+// Scaling's default subnets.
+func TestDescribeSubnetsListsTheZoneSubnets(t *testing.T) {
+	client := newEC2Client(t, localVPC(t))
+	out, err := client.DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("vpc-id", DefaultVPCID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	var ids []string
+	for _, s := range out.Subnets {
+		zones[aws.ToString(s.AvailabilityZone)] = true
+		ids = append(ids, aws.ToString(s.SubnetId))
+		if aws.ToString(s.VpcId) != DefaultVPCID || aws.ToInt32(s.AvailableIpAddressCount) == 0 {
+			t.Errorf("subnet %+v", s)
+		}
+	}
+	want := []string{DefaultSubnetID}
+	for _, s := range ZoneSubnets("us-west-2") {
+		want = append(want, s.ID)
+	}
+	if !slices.Equal(ids, slices.Sorted(slices.Values(want))) || len(zones) != 3 {
+		t.Errorf("subnets %q in zones %v, want %q", ids, zones, want)
+	}
+	zb := ZoneSubnets("us-west-2")[1]
+	one, err := client.DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{SubnetIds: []string{zb.ID}})
+	if err != nil || len(one.Subnets) != 1 || aws.ToString(one.Subnets[0].CidrBlock) != "100.64.64.0/18" || aws.ToString(one.Subnets[0].AvailabilityZone) != "us-west-2b" {
+		t.Errorf("zone b's subnet: %+v %v", one, err)
+	}
+	// Another VPC has no zone subnets.
+	none, err := newEC2Client(t, New(awstest.Account)).DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{})
+	if err != nil || len(none.Subnets) != 0 {
+		t.Errorf("an empty inventory lists %+v %v", none, err)
 	}
 }

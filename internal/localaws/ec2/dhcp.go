@@ -10,10 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
-	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -117,14 +114,8 @@ func (e *EC2) describeDhcpOptions(r *protocol.Request) (any, *protocol.Error) {
 		sets[o.id] = o
 	}
 	e.mu.Unlock()
-	page, next, aerr := describeSet[dhcpOptions]{
-		keys:   slices.Sorted(maps.Keys(sets)),
-		get:    func(id string) (dhcpOptions, bool) { o, ok := sets[id]; return o, ok },
-		values: func(o dhcpOptions, name string) []string { return dhcpFilters[name](o, e.AccountID) },
-		notFound: func(ids []string) *protocol.Error {
-			return protocol.Errorf(http.StatusBadRequest, "InvalidDhcpOptionID.NotFound", "The dhcpOption ID '%s' does not exist", ids[0])
-		},
-	}.page(in)
+	page, next, aerr := setOf(sets, func(o dhcpOptions, name string) []string { return dhcpFilters[name](o, e.AccountID) },
+		"InvalidDhcpOptionID.NotFound", "The dhcpOption ID '%s' does not exist").page(in)
 	if aerr != nil {
 		return nil, aerr
 	}

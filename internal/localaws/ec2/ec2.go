@@ -1,8 +1,9 @@
 // Package ec2 is the local AWS's EC2: the instance inventory and its attributes, the
-// VPC with its zones, subnets and default security group, elastic network interfaces
-// and their addresses, DHCP options, instance types, images, tags and launch
-// templates, served on EC2's Query protocol. Of the local AWS it imports the wire layer
-// (protocol) and iam (instance profile names).
+// VPC with its zones, subnets and default security group and its rules, elastic network
+// interfaces and their addresses, DHCP options, instance types, images (the account's
+// and the catalog of EKS-optimized AMI releases), tags and launch templates, served on
+// EC2's Query protocol. Of the local AWS it imports the wire layer (protocol) and iam
+// (instance profile names).
 package ec2
 
 import (
@@ -54,8 +55,11 @@ type EC2 struct {
 
 	// templates, when set, serves the launch template actions on this endpoint.
 	templates *LaunchTemplates
-	once      sync.Once
-	service   *protocol.Service
+	// releases are the public EKS-optimized images DescribeImages lists beside the
+	// account's own.
+	releases *ReleaseCatalog
+	once     sync.Once
+	service  *protocol.Service
 }
 
 type injectedFailure struct {
@@ -67,8 +71,19 @@ type injectedFailure struct {
 func New(accountID string) *EC2 {
 	return &EC2{AccountID: accountID, Region: "us-west-2", now: time.Now, instances: map[string]*InstanceRecord{},
 		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
-		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler)}
+		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler), releases: NewReleaseCatalog()}
 }
+
+// WithReleases makes DescribeImages list c's images (default NewReleaseCatalog()) and
+// returns e. Call it before serving; SSM's public parameters should name the same
+// catalog (Releases).
+func (e *EC2) WithReleases(c *ReleaseCatalog) *EC2 {
+	e.releases = c
+	return e
+}
+
+// Releases is the catalog of EKS-optimized images DescribeImages lists.
+func (e *EC2) Releases() *ReleaseCatalog { return e.releases }
 
 // Calls counts the authenticated requests received.
 func (e *EC2) Calls() int {
@@ -112,6 +127,7 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"DescribeAvailabilityZones":       e.describeAvailabilityZones,
 		"DescribeVpcs":                    e.describeVpcs,
 		"DescribeSecurityGroups":          e.describeSecurityGroups,
+		"DescribeSecurityGroupRules":      e.describeSecurityGroupRules,
 		"DescribeImages":                  e.describeImages,
 		"DescribeTags":                    e.describeTags,
 	}
@@ -225,6 +241,26 @@ type describeSet[R any] struct {
 	// requestOrder lists the resources requested by ID in the request's order, not in
 	// ID order.
 	requestOrder bool
+}
+
+// setOf is the describeSet of the resources of a map, in key order, whose filter
+// values are values'; an ID that names none is refused with code and a message whose
+// one verb is the first missing ID ("" code: every ID names one, as the map is all).
+func setOf[R any](m map[string]R, values func(r R, filter string) []string, code, format string) describeSet[R] {
+	return describeSet[R]{
+		keys:   slices.Sorted(maps.Keys(m)),
+		get:    func(id string) (R, bool) { r, ok := m[id]; return r, ok },
+		values: values,
+		notFound: func(ids []string) *protocol.Error {
+			return protocol.Errorf(http.StatusBadRequest, code, format, ids[0])
+		},
+	}
+}
+
+// withTags sets how the resources' tags are read, for tag:KEY and tag-key filters.
+func (s describeSet[R]) withTags(tags func(R) map[string]string) describeSet[R] {
+	s.tags = tags
+	return s
 }
 
 // page answers a Describe* request: the resources in.ids names (every one when none),

@@ -32,8 +32,8 @@ func FuzzLaunchTemplateRequest(f *testing.F) {
 	})
 }
 
-// Arbitrary requests to the Describe actions of the VPC, images, tags and instance
-// attributes never panic and always get one well-formed EC2 answer.
+// Arbitrary requests to the Describe actions of the VPC, its subnets and security group
+// rules, images, tags and instance attributes never panic and always get one well-formed EC2 answer.
 func FuzzDescribeVPCRequest(f *testing.F) {
 	for _, seed := range []string{
 		"Action=DescribeInstanceAttribute&Version=2016-11-15&InstanceId=i-00000000000000001&Attribute=userData",
@@ -42,6 +42,9 @@ func FuzzDescribeVPCRequest(f *testing.F) {
 		"Action=DescribeSecurityGroups&GroupName.1=default&Filter.1.Name=vpc-id&Filter.1.Value.1=vpc-*",
 		"Action=DescribeImages&Owner.1=self&ExecutableBy.1=all&ImageId.1=ami-00000000000000000&MaxResults=6",
 		"Action=DescribeTags&Filter.1.Name=tag-key&Filter.1.Value.1=*&MaxResults=5&NextToken=b2Zmc2V0OjE",
+		"Action=DescribeImages&Owner.1=amazon&Filter.1.Name=name&Filter.1.Value.1=amazon-eks-node-*&Filter.2.Name=owner-alias&Filter.2.Value.1=amazon",
+		"Action=DescribeSecurityGroupRules&Filter.1.Name=group-id&Filter.1.Value.1=sg-00000000000000000&SecurityGroupRuleId.1=sgr-0&MaxResults=5",
+		"Action=DescribeSubnets&Filter.1.Name=availability-zone&Filter.1.Value.1=us-west-2b",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -52,7 +55,8 @@ func FuzzDescribeVPCRequest(f *testing.F) {
 	if err := e.Launch(inst, WithTags(map[string]string{"Name": "n1"})); err != nil {
 		f.Fatal(err)
 	}
-	actions := []string{"DescribeInstanceAttribute", "DescribeAvailabilityZones", "DescribeVpcs", "DescribeSecurityGroups", "DescribeImages", "DescribeTags"}
+	actions := []string{"DescribeInstanceAttribute", "DescribeAvailabilityZones", "DescribeVpcs", "DescribeSecurityGroups", "DescribeImages", "DescribeTags",
+		"DescribeSecurityGroupRules", "DescribeSubnets"}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		form, err := url.ParseQuery(string(body))
 		if err != nil || !slices.Contains(actions, form.Get("Action")) {

@@ -90,7 +90,7 @@ func (c *Client) apiError(doing string, err error) error {
 }
 
 func (c *Client) notFound(name string) error {
-	return fmt.Errorf("node group %s not found in cluster %s; list them with `nodejoin get nodegroup --name %s`", name, c.Cluster, c.Cluster)
+	return fmt.Errorf("node group %s not found in cluster %s; list them with `nodejoin get nodegroup --cluster %s`", name, c.Cluster, c.Cluster)
 }
 
 // Create creates each group. A group that exists already is an error naming it, and

@@ -217,7 +217,7 @@ func issueText(is v1alpha1.Issue) string {
 // WriteTable prints the table of `get nodegroup`: eksctl get nodegroup's columns.
 func WriteTable(w io.Writer, cluster string, groups []v1alpha1.NodeGroup) {
 	if len(groups) == 0 {
-		fmt.Fprintf(w, "Cluster %s has no node groups. Create one with: nodejoin create nodegroup --name %s -f nodegroup.yaml\n", cluster, cluster)
+		fmt.Fprintf(w, "Cluster %s has no node groups. Create one with: nodejoin create nodegroup --cluster %s -f nodegroup.yaml\n", cluster, cluster)
 		return
 	}
 	tw := printer.Table(w)

@@ -73,7 +73,7 @@ func TestNodeGroupTable(t *testing.T) {
 	WriteTable(&out, "ironman-2022", []v1alpha1.NodeGroup{*testGroup(), *active})
 	printertest.Golden(t, "get-nodegroup.txt", out.String())
 	WriteTable(&none, "demo", nil)
-	if !strings.Contains(none.String(), "nodejoin create nodegroup --name demo") {
+	if !strings.Contains(none.String(), "nodejoin create nodegroup --cluster demo") {
 		t.Errorf("empty list says %q", none.String())
 	}
 }

@@ -155,7 +155,7 @@ func (c *Client) timeoutError(name string, goal Goal, timeout time.Duration, las
 		state = StateText(last) + "; " + IssuesText(last)
 	}
 	what := map[Goal]string{Created: "become ACTIVE", Scaled: "reach its size", Upgraded: "finish its update", Deleted: "be deleted"}[goal]
-	return fmt.Errorf("node group %s did not %s within %s (last seen: %s); the controller keeps working on it: follow it with `nodejoin describe nodegroup %s --name %s`, see why a node does not join with `nodejoin diagnose node --name %s NODE`, or wait longer with --timeout",
+	return fmt.Errorf("node group %s did not %s within %s (last seen: %s); the controller keeps working on it: follow it with `nodejoin describe nodegroup --name %s --cluster %s`, see why a node does not join with `nodejoin diagnose node --name %s NODE`, or wait longer with --timeout",
 		name, what, timeout, state, name, c.Cluster, c.Cluster)
 }
 
