@@ -4,12 +4,15 @@ package localaws
 // package only: the services' types and constructors.
 
 import (
+	"log/slog"
+
 	"github.com/nodejoin/nodejoin/internal/localaws/autoscaling"
 	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
 	"github.com/nodejoin/nodejoin/internal/localaws/edge"
 	"github.com/nodejoin/nodejoin/internal/localaws/eks"
 	"github.com/nodejoin/nodejoin/internal/localaws/iam"
 	"github.com/nodejoin/nodejoin/internal/localaws/imds"
+	"github.com/nodejoin/nodejoin/internal/localaws/ssm"
 	"github.com/nodejoin/nodejoin/internal/localaws/sts"
 )
 
@@ -121,3 +124,18 @@ func NewEKS(clusters ...Cluster) *EKS { return eks.New(clusters...) }
 
 // Edge is the one endpoint of every service (edge.Edge): Cloud.Edge.Route adds one.
 type Edge = edge.Edge
+
+// EKSBackend is what the local EKS serves from (eks.Backend).
+type EKSBackend = eks.Backend
+
+// NewEKSWithBackend returns an EKS endpoint over b; log records the backend's failures.
+func NewEKSWithBackend(b EKSBackend, log *slog.Logger) *EKS { return eks.NewWithBackend(b, log) }
+
+// ReleaseCatalog is the EKS-optimized AMI releases the local EC2 lists (ec2.ReleaseCatalog).
+type ReleaseCatalog = ec2.ReleaseCatalog
+
+// NewSSM returns the SSM endpoint of the public EKS AMI parameters of releases.
+func NewSSM(region string, releases *ReleaseCatalog) *SSM { return ssm.New(region, releases) }
+
+// SSM is the SSM service (ssm.SSM).
+type SSM = ssm.SSM

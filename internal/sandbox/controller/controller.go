@@ -222,10 +222,15 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			mcfg.Addons.AWSNode = AWSNodeOptions(cl.Name(), c.ec2URL, cfg.Region)
 		}
 	}
+	amis, err := c.serveEKS(cl, cfg, log)
+	if err != nil {
+		return fail(err)
+	}
 	if !cfg.NoNodeGroups {
 		if mcfg.NodeGroups, err = c.nodeGroups(cl, cfg); err != nil {
 			return fail(err)
 		}
+		mcfg.NodeGroups.AMIs = amis
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
