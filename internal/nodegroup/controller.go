@@ -62,6 +62,11 @@ type Options struct {
 	SecurityGroupIDs []string
 	// AMIs gives each family's image when a NodeGroup names none.
 	AMIs map[v1alpha1.AMIFamily]string
+	// ReleaseImage, when set, says which family an EKS-optimized image (a release) is
+	// of. A group whose amiID is a release of its own family (as the EKS API's
+	// releaseVersion sets it) boots with generated user data, as on the default image;
+	// any other amiID is a custom AMI, which needs user data of its own.
+	ReleaseImage func(ami string) (v1alpha1.AMIFamily, bool)
 	// Workers is how many NodeGroups are reconciled at once; default 2.
 	Workers int
 	// Log, Registry (nil: metrics are not registered), Now (default time.Now).
@@ -349,6 +354,14 @@ func (r *Reconciler) reconcile(ctx context.Context, st *state) error {
 	return nil
 }
 
+// releaseImage says which family's EKS-optimized release ami is (Options.ReleaseImage).
+func (r *Reconciler) releaseImage(ami string) (v1alpha1.AMIFamily, bool) {
+	if ami == "" || r.opts.ReleaseImage == nil {
+		return "", false
+	}
+	return r.opts.ReleaseImage(ami)
+}
+
 // ensureTemplate renders the launch template data and makes sure the launch template
 // has it as its latest version.
 func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
@@ -357,7 +370,12 @@ func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 	if image == "" {
 		image = r.opts.AMIs[t.AMIFamily]
 	}
-	ud, err := r.opts.Render(ctx, r.opts.Cluster, st.spec, image)
+	spec := st.spec
+	if fam, ok := r.releaseImage(t.AMIID); ok && fam == t.AMIFamily {
+		spec = spec.DeepCopy()
+		spec.Spec.Template.AMIID = ""
+	}
+	ud, err := r.opts.Render(ctx, r.opts.Cluster, spec, image)
 	if err != nil {
 		// The spec must change: report it and wait.
 		st.issues = append(st.issues, v1alpha1.Issue{Code: v1alpha1.IssueEc2LaunchTemplateInvalidConfig, Message: "rendering user data: " + err.Error()})

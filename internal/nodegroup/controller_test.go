@@ -1,9 +1,11 @@
 package nodegroup
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -33,6 +35,30 @@ func meta(ng *v1alpha1.NodeGroup, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// olderRelease is an older EKS-optimized AL2023 release than the harness's default image.
+const olderRelease = "ami-0aaaaaaaaaaaaaaa1"
+
+// An amiID that is an EKS-optimized release of the group's family (what the EKS API's
+// releaseVersion sets) is no custom AMI: the group boots it with generated user data.
+func TestReleaseImageBootsWithGeneratedUserData(t *testing.T) {
+	ng := baseGroup(1)
+	ng.Spec.Template.AMIID = olderRelease
+	h := newHarness(t, ng)
+	h.until("active", 40, active)
+	for name, tp := range h.cloud.templates {
+		data := tp.versions[len(tp.versions)-1].data
+		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
+		if aws.ToString(data.ImageId) != olderRelease || !strings.Contains(string(ud), "kind: NodeConfig") {
+			t.Errorf("launch template %s: image %s, user data:\n%s", name, aws.ToString(data.ImageId), ud)
+		}
+	}
+	// Another family's release is a custom AMI for this group.
+	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Template.AMIFamily = v1alpha1.AMIFamilyAmazonLinux2 })
+	h.until("reported", 40, func(ng *v1alpha1.NodeGroup) bool {
+		return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueEc2LaunchTemplateInvalidConfig)
+	})
 }
 
 func TestUnrenderableUserDataIsReported(t *testing.T) {

@@ -153,7 +153,10 @@ func (h *harness) newReconciler() {
 		EC2: h.cloud, AutoScaling: h.cloud, AvailabilityZones: []string{"us-west-2a", "us-west-2b"},
 		Cluster: userdata.Cluster{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CertificateAuthority: []byte("ca"), ServiceCIDR: "10.100.0.0/16"},
 		AMIs:    map[v1alpha1.AMIFamily]string{v1alpha1.AMIFamilyAmazonLinux2023: "ami-0123456789abcdef0"},
-		Now:     func() time.Time { return h.now },
+		ReleaseImage: func(ami string) (v1alpha1.AMIFamily, bool) {
+			return v1alpha1.AMIFamilyAmazonLinux2023, ami == "ami-0123456789abcdef0" || ami == olderRelease
+		},
+		Now: func() time.Time { return h.now },
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
@@ -231,6 +232,10 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			return fail(err)
 		}
 		mcfg.NodeGroups.AMIs = amis
+		mcfg.NodeGroups.ReleaseImage = func(ami string) (v1alpha1.AMIFamily, bool) {
+			rel, ok := c.cloud.EC2.Releases().ByImageID(ami)
+			return v1alpha1.AMIFamily(rel.Family), ok
+		}
 	}
 	go func() {
 		c.err = manager.Run(ctx, mcfg)
