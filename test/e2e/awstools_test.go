@@ -171,6 +171,9 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 		ng := describe()
 		return ng.Status == "ACTIVE" && len(c.readyNodes(kubeconfig)) == 1, fmt.Sprintf("%+v", ng)
 	})
+	// Rolling nodes here wait a second, not EKS's minute, after each drain: a
+	// NodeGroup setting the EKS API does not have.
+	c.kubectl(kubeconfig, "patch", "nodegroup", "ng1-public-ssh", "--type", "merge", "-p", `{"spec":{"timeouts":{"postDrainWait":"1s"}}}`)
 	ng := describe()
 	if ng.ReleaseVersion != older || ng.AmiType != "AL2023_x86_64_STANDARD" || ng.Labels["tier"] != "aws-tools" || len(ng.Subnets) != 2 ||
 		len(ng.Resources.AutoScalingGroups) != 1 || ng.CreatedAt <= 0 {
@@ -272,6 +275,34 @@ set -ex
 		n := c.readyNodes(kubeconfig)
 		return len(n) == 3, fmt.Sprint(n)
 	})
+	var selfManaged struct {
+		AutoScalingGroups []struct{ Instances []struct{ InstanceID string `json:"InstanceId"` } }
+	}
+	a.awsJSON(&selfManaged, "autoscaling", "describe-auto-scaling-groups", "--auto-scaling-group-names", "self-managed")
+	if len(selfManaged.AutoScalingGroups) != 1 || len(selfManaged.AutoScalingGroups[0].Instances) != 1 {
+		t.Fatalf("the self-managed group: %+v", selfManaged)
+	}
+	id := selfManaged.AutoScalingGroups[0].Instances[0].InstanceID
+	log, err := os.ReadFile(filepath.Join(c.state, "nodejoin", name, "instances", id, "nodeadm.log"))
+	if want := "cluster " + name + ": API server endpoint " + cluster.Cluster.Endpoint + " and CA from EKS DescribeCluster"; err != nil || !strings.Contains(string(log), want) {
+		t.Errorf("nodeadm of %s did not say %q: %v\n%s", id, want, err, log)
+	}
+
+	// Access entries for nodes, through EKS, as NodeAccessEntry objects.
+	principal := "arn:aws:iam::" + caller.Account + ":role/extra-nodes"
+	a.aws("eks", "create-access-entry", "--cluster-name", name, "--principal-arn", principal, "--type", "EC2_LINUX")
+	var entry struct{ AccessEntry struct{ PrincipalArn, Type, Username string } }
+	a.awsJSON(&entry, "eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", principal)
+	if entry.AccessEntry.Type != "EC2_LINUX" || entry.AccessEntry.PrincipalArn != principal {
+		t.Errorf("describe-access-entry: %+v", entry.AccessEntry)
+	}
+	if out := c.kubectl(kubeconfig, "get", "nodeaccessentries", "-o", "jsonpath={.items[*].spec.principalARN}"); !strings.Contains(out, principal) {
+		t.Errorf("no NodeAccessEntry for %s: %s", principal, out)
+	}
+	a.aws("eks", "delete-access-entry", "--cluster-name", name, "--principal-arn", principal)
+	if out, err := a.awsErr("eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", principal); err == nil || !strings.Contains(out, "ResourceNotFoundException") {
+		t.Errorf("describe-access-entry after delete: %v\n%s", err, out)
+	}
 
 	// Deleting the managed group through EKS removes its nodes.
 	a.aws("eks", "delete-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
@@ -293,17 +324,18 @@ type nodegroupJSON struct {
 }
 
 // olderRelease returns an AL2023 release of version other than latest, from the
-// images' names (…-v20261015 is release <kubernetes patch>-20261015).
+// images' names and descriptions: amazon-eks-node-al2023-…-v20260915 described as
+// "(k8s: 1.37.0, …)" is release 1.37.0-20260915.
 func olderRelease(t *testing.T, a *awsTools, version, latest string) string {
 	t.Helper()
-	var images struct{ Images []struct{ Name string } }
+	var images struct{ Images []struct{ Name, Description string } }
 	a.awsJSON(&images, "ec2", "describe-images", "--owners", "amazon", "--filters", "Name=name,Values=amazon-eks-node-al2023-x86_64-standard-"+version+"-*")
-	patch, _, _ := strings.Cut(latest, "-")
 	for _, im := range images.Images {
-		if i := strings.LastIndex(im.Name, "-v"); i >= 0 {
-			if r := patch + "-" + im.Name[i+2:]; r != latest {
-				return r
-			}
+		_, date, _ := strings.Cut(im.Name, "-"+version+"-v")
+		_, kube, _ := strings.Cut(im.Description, "(k8s: ")
+		kube, _, _ = strings.Cut(kube, ",")
+		if r := kube + "-" + date; date != "" && kube != "" && r != latest {
+			return r
 		}
 	}
 	t.Fatalf("no AL2023 release but %s among %+v", latest, images.Images)

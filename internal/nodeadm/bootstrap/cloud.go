@@ -63,7 +63,12 @@ func (c *Cloud) DescribeCluster(ctx context.Context, name string, retries int) (
 	if err != nil {
 		return nil, err
 	}
-	return r.DescribeCluster(ctx, name, retries)
+	info, err := r.DescribeCluster(ctx, name, retries)
+	if err == nil {
+		// bootstrap.sh given only the cluster's name: say where the rest came from.
+		fmt.Fprintf(c.progress, "  cluster %s: API server endpoint %s and CA from EKS DescribeCluster\n", name, info.Endpoint)
+	}
+	return info, err
 }
 
 // VPCIPv4CIDRs implements userdata.Resolver.

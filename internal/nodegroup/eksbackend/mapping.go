@@ -238,6 +238,10 @@ func Status(ng *v1alpha1.NodeGroup) string {
 		return string(v1alpha1.PhaseDeleting)
 	case ng.Status.Phase == "":
 		return string(v1alpha1.PhaseCreating)
+	case ng.Status.Phase == v1alpha1.PhaseActive && ng.Generation > ng.Status.ObservedGeneration:
+		// A change the controller has not acted on yet: EKS reports a group UPDATING
+		// from the moment an update is accepted, and eksctl's --wait relies on it.
+		return string(v1alpha1.PhaseUpdating)
 	}
 	return string(ng.Status.Phase)
 }
