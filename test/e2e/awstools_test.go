@@ -152,7 +152,9 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	}
 
 	// A managed node group through EKS, on an older release than the latest.
-	var images struct{ Images []struct{ Name, ImageID string } }
+	var images struct {
+		Images []struct{ Name, ImageID string }
+	}
 	a.awsJSON(&images, "ec2", "describe-images", "--owners", "amazon", "--filters", "Name=name,Values=amazon-eks-node-al2023-x86_64-standard-"+cluster.Cluster.Version+"-*")
 	if len(images.Images) < 2 {
 		t.Fatalf("describe-images: %d AL2023 images, want at least 2", len(images.Images))
@@ -176,7 +178,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	c.kubectl(kubeconfig, "patch", "nodegroup", "ng1-public-ssh", "--type", "merge", "-p", `{"spec":{"timeouts":{"postDrainWait":"1s"}}}`)
 	ng := describe()
 	if ng.ReleaseVersion != older || ng.AmiType != "AL2023_x86_64_STANDARD" || ng.Labels["tier"] != "aws-tools" || len(ng.Subnets) != 2 ||
-		len(ng.Resources.AutoScalingGroups) != 1 || ng.CreatedAt <= 0 {
+		len(ng.Resources.AutoScalingGroups) != 1 || !strings.HasPrefix(ng.CreatedAt, "20") {
 		t.Errorf("describe-nodegroup: %+v", ng)
 	}
 
@@ -196,7 +198,11 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 
 	// Each instance's user data, as seed 000 reads it (jq -r .UserData.Value | base64 -d).
 	var reservations struct {
-		Reservations []struct{ Instances []struct{ InstanceID string `json:"InstanceId"` } }
+		Reservations []struct {
+			Instances []struct {
+				InstanceID string `json:"InstanceId"`
+			}
+		}
 	}
 	a.awsJSON(&reservations, "ec2", "describe-instances", "--filters", "Name=tag:eks:nodegroup-name,Values=ng1-public-ssh", "Name=instance-state-name,Values=running")
 	var ids []string
@@ -227,7 +233,9 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	})
 
 	// A managed upgrade to the latest release, followed through describe-update.
-	var upd struct{ Update struct{ ID, Status, Type string } }
+	var upd struct {
+		Update struct{ ID, Status, Type string }
+	}
 	a.awsJSON(&upd, "eks", "update-nodegroup-version", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh", "--release-version", latest)
 	if upd.Update.Type != "VersionUpdate" || upd.Update.ID == "" {
 		t.Fatalf("update-nodegroup-version: %+v", upd.Update)
@@ -243,7 +251,9 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	if ng := describe(); ng.ReleaseVersion != latest || ng.Status != "ACTIVE" {
 		t.Errorf("after the upgrade: %+v", ng)
 	}
-	var updates struct{ UpdateIDs []string `json:"updateIds"` }
+	var updates struct {
+		UpdateIDs []string `json:"updateIds"`
+	}
 	a.awsJSON(&updates, "eks", "list-updates", "--name", name, "--nodegroup-name", "ng1-public-ssh")
 	if !slices.Contains(updates.UpdateIDs, upd.Update.ID) {
 		t.Errorf("list-updates: %v lacks %s", updates.UpdateIDs, upd.Update.ID)
@@ -276,7 +286,11 @@ set -ex
 		return len(n) == 3, fmt.Sprint(n)
 	})
 	var selfManaged struct {
-		AutoScalingGroups []struct{ Instances []struct{ InstanceID string `json:"InstanceId"` } }
+		AutoScalingGroups []struct {
+			Instances []struct {
+				InstanceID string `json:"InstanceId"`
+			}
+		}
 	}
 	a.awsJSON(&selfManaged, "autoscaling", "describe-auto-scaling-groups", "--auto-scaling-group-names", "self-managed")
 	if len(selfManaged.AutoScalingGroups) != 1 || len(selfManaged.AutoScalingGroups[0].Instances) != 1 {
@@ -291,7 +305,9 @@ set -ex
 	// Access entries for nodes, through EKS, as NodeAccessEntry objects.
 	principal := "arn:aws:iam::" + caller.Account + ":role/extra-nodes"
 	a.aws("eks", "create-access-entry", "--cluster-name", name, "--principal-arn", principal, "--type", "EC2_LINUX")
-	var entry struct{ AccessEntry struct{ PrincipalArn, Type, Username string } }
+	var entry struct {
+		AccessEntry struct{ PrincipalArn, Type, Username string }
+	}
 	a.awsJSON(&entry, "eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", principal)
 	if entry.AccessEntry.Type != "EC2_LINUX" || entry.AccessEntry.PrincipalArn != principal {
 		t.Errorf("describe-access-entry: %+v", entry.AccessEntry)
@@ -317,8 +333,9 @@ type nodegroupJSON struct {
 	Status, ReleaseVersion, AmiType string
 	Labels                          map[string]string
 	Subnets                         []string
-	CreatedAt                       float64
-	Resources                       struct {
+	// CreatedAt is as the AWS CLI prints EKS's epoch timestamps: 2026-11-27T16:03:23+00:00.
+	CreatedAt string
+	Resources struct {
 		AutoScalingGroups []struct{ Name string }
 	}
 }
@@ -328,7 +345,9 @@ type nodegroupJSON struct {
 // "(k8s: 1.37.0, …)" is release 1.37.0-20260915.
 func olderRelease(t *testing.T, a *awsTools, version, latest string) string {
 	t.Helper()
-	var images struct{ Images []struct{ Name, Description string } }
+	var images struct {
+		Images []struct{ Name, Description string }
+	}
 	a.awsJSON(&images, "ec2", "describe-images", "--owners", "amazon", "--filters", "Name=name,Values=amazon-eks-node-al2023-x86_64-standard-"+version+"-*")
 	for _, im := range images.Images {
 		_, date, _ := strings.Cut(im.Name, "-"+version+"-v")

@@ -191,6 +191,7 @@ type Provider struct {
 
 	mu        sync.Mutex
 	used      map[netip.Addr]bool
+	last      netip.Addr // the address allocate gave last
 	instances map[string]*Instance
 	launches  int
 	closed    bool
@@ -252,24 +253,38 @@ func (p *Provider) RoleARN(role string) string {
 	return "arn:aws:iam::" + p.cfg.Cloud.AccountID + ":role/" + role
 }
 
-// allocate picks the next free address from the eleventh of the node range on, as
-// EC2 keeps a subnet's first addresses for itself, skipping those EC2 gave out to
-// interfaces.
+// allocate picks a free address from the eleventh of the node range on, as EC2 keeps a
+// subnet's first addresses for itself, skipping those EC2 gave out to interfaces. It goes
+// round the range from the address after the last it gave, as EC2 does within a subnet:
+// an address freed by a terminated instance is not given again at once, while the Node
+// named after it (ip-A-B-C-D) may still exist. Reused at once, the next instance's
+// kubelet would register as that old Node, which its instance no longer backs.
 func (p *Provider) allocate() (netip.Addr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	a := p.cfg.NodeCIDR.Masked().Addr()
+	first := p.cfg.NodeCIDR.Masked().Addr()
 	for range 11 {
-		a = a.Next()
+		first = first.Next()
 	}
-	for ; p.cfg.NodeCIDR.Contains(a); a = a.Next() {
-		last := a.Next()
-		if !p.cfg.NodeCIDR.Contains(last) {
-			break // the broadcast address
-		}
+	// inRange leaves out the broadcast address.
+	inRange := func(a netip.Addr) bool { return p.cfg.NodeCIDR.Contains(a) && p.cfg.NodeCIDR.Contains(a.Next()) }
+	if !inRange(first) {
+		return netip.Addr{}, fmt.Errorf("node range %s is too small for an instance: give a larger one with --node-cidr", p.cfg.NodeCIDR)
+	}
+	start := first
+	if p.last.IsValid() && inRange(p.last.Next()) {
+		start = p.last.Next()
+	}
+	for a := start; ; {
 		if a != p.cfg.Gateway && !p.used[a] && !p.cfg.Cloud.EC2.AddressInUse(a) {
-			p.used[a] = true
+			p.used[a], p.last = true, a
 			return a, nil
+		}
+		if a = a.Next(); !inRange(a) {
+			a = first
+		}
+		if a == start {
+			break
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("node range %s has no free address left for another instance: give a larger one with --node-cidr", p.cfg.NodeCIDR)

@@ -10,7 +10,8 @@ import (
 )
 
 // Addresses start at the eleventh of the range, skip the bridge's, are reused once
-// released, and running out names the flag that gives more.
+// released (but not at once: see TestAddressesGoRound), and running out names the flag
+// that gives more.
 func TestAddressAllocation(t *testing.T) {
 	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localaws.Cloud{AccountID: "000000000000", EC2: localaws.NewEC2("000000000000")},
 		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.12")})
@@ -38,6 +39,34 @@ func TestAddressAllocation(t *testing.T) {
 	}
 	if name := p.dnsName(netip.MustParseAddr("198.18.0.11")); name != "ip-198-18-0-11.local.internal" {
 		t.Errorf("dns name %s", name)
+	}
+}
+
+// A freed address is given again only after the rest of the range: a terminated
+// instance's Node (named after its address) may outlive it, and the next instance's
+// kubelet must not register as that Node.
+func TestAddressesGoRound(t *testing.T) {
+	p, err := New(Config{Cluster: testCluster, Dir: t.TempDir(), Cloud: &localaws.Cloud{AccountID: "000000000000", EC2: localaws.NewEC2("000000000000")},
+		NodeCIDR: netip.MustParsePrefix("198.18.0.0/28"), Gateway: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := func() string {
+		t.Helper()
+		a, err := p.allocate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.String()
+	}
+	var got []string
+	got = append(got, alloc(), alloc())
+	p.release(netip.MustParseAddr("198.18.0.11"))
+	got = append(got, alloc(), alloc()) // .13 and .14 first: .15 is the broadcast address
+	p.release(netip.MustParseAddr("198.18.0.13"))
+	got = append(got, alloc(), alloc()) // round to .11, then .13
+	if want := "198.18.0.11 198.18.0.12 198.18.0.13 198.18.0.14 198.18.0.11 198.18.0.13"; strings.Join(got, " ") != want {
+		t.Errorf("allocated %v, want %s", got, want)
 	}
 }
 
