@@ -102,7 +102,9 @@ func TestSpecResizeIsNotDrift(t *testing.T) {
 	h.until("scaled out", 60, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && ng.Status.ReadySize == 2 })
 	// Lowering the maximum below the group's size too: scale-in first keeps the group's
 	// maximum at its size while it drains, which is not drift either.
-	h.mutate(func(ng *v1alpha1.NodeGroup) { ng.Spec.Scaling.DesiredSize, ng.Spec.Scaling.MaxSize = ptr.To[int32](1), 1 })
+	h.mutate(func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.Scaling.DesiredSize, ng.Spec.Scaling.MaxSize = ptr.To[int32](1), 1
+	})
 	h.until("scaled in", 200, func(ng *v1alpha1.NodeGroup) bool {
 		g := h.cloud.group()
 		return active(ng) && len(ng.Status.Instances) == 1 && len(ng.Status.ScaleIn) == 0 && g.max == 1 && g.desired == 1
