@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 
 	"github.com/nodejoin/nodejoin/internal/testenv"
 )
@@ -81,6 +88,28 @@ func (a *awsTools) awsJSON(v any, args ...string) {
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		a.t.Fatalf("aws %s: decoding %q: %v", strings.Join(args, " "), out, err)
 	}
+}
+
+// eksClient is aws-sdk-go-v2's EKS client, configured from the same environment.
+func (a *awsTools) eksClient() *eks.Client {
+	a.t.Helper()
+	vars := map[string]string{}
+	for _, kv := range a.env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	pem, err := os.ReadFile(vars["AWS_CA_BUNDLE"])
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return eks.New(eks.Options{
+		Region: vars["AWS_REGION"], BaseEndpoint: aws.String(a.endpoint), HTTPClient: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		Credentials: credentials.NewStaticCredentialsProvider(vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], ""),
+	})
 }
 
 // eksctlRun runs eksctl, which finds the endpoint in its own variables.
@@ -302,22 +331,25 @@ set -ex
 		t.Errorf("nodeadm of %s did not say %q: %v\n%s", id, want, err, log)
 	}
 
-	// Access entries for nodes, through EKS, as NodeAccessEntry objects.
+	// Access entries for nodes, through EKS, as NodeAccessEntry objects. The AWS CLI 2.9
+	// has no access-entry commands (2.15 added them) and eksctl creates entries through
+	// CloudFormation stacks, so the SDK creates and deletes one, and eksctl lists it.
 	principal := "arn:aws:iam::" + caller.Account + ":role/extra-nodes"
-	a.aws("eks", "create-access-entry", "--cluster-name", name, "--principal-arn", principal, "--type", "EC2_LINUX")
-	var entry struct {
-		AccessEntry struct{ PrincipalArn, Type, Username string }
+	eksc := a.eksClient()
+	if _, err := eksc.CreateAccessEntry(t.Context(), &eks.CreateAccessEntryInput{ClusterName: &name, PrincipalArn: &principal, Type: aws.String("EC2_LINUX")}); err != nil {
+		t.Fatalf("CreateAccessEntry: %v", err)
 	}
-	a.awsJSON(&entry, "eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", principal)
-	if entry.AccessEntry.Type != "EC2_LINUX" || entry.AccessEntry.PrincipalArn != principal {
-		t.Errorf("describe-access-entry: %+v", entry.AccessEntry)
+	if out := a.eksctlRun("get", "accessentry", "--cluster", name, "-o", "json"); !strings.Contains(out, principal) {
+		t.Errorf("eksctl get accessentry lacks %s:\n%s", principal, out)
 	}
 	if out := c.kubectl(kubeconfig, "get", "nodeaccessentries", "-o", "jsonpath={.items[*].spec.principalARN}"); !strings.Contains(out, principal) {
 		t.Errorf("no NodeAccessEntry for %s: %s", principal, out)
 	}
-	a.aws("eks", "delete-access-entry", "--cluster-name", name, "--principal-arn", principal)
-	if out, err := a.awsErr("eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", principal); err == nil || !strings.Contains(out, "ResourceNotFoundException") {
-		t.Errorf("describe-access-entry after delete: %v\n%s", err, out)
+	if _, err := eksc.DeleteAccessEntry(t.Context(), &eks.DeleteAccessEntryInput{ClusterName: &name, PrincipalArn: &principal}); err != nil {
+		t.Fatalf("DeleteAccessEntry: %v", err)
+	}
+	if out := a.eksctlRun("get", "accessentry", "--cluster", name, "-o", "json"); strings.Contains(out, principal) {
+		t.Errorf("eksctl get accessentry after the delete still lists %s:\n%s", principal, out)
 	}
 
 	// Deleting the managed group through EKS removes its nodes.

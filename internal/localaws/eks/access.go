@@ -46,6 +46,24 @@ func (e *EKS) describeAccessEntry(c *call) (any, error) {
 	return accessEntryOut{ae}, nil
 }
 
+// listAssociatedAccessPolicies answers for an entry that exists: node entries (EC2_LINUX,
+// EC2_WINDOWS, the only types the local EKS holds) can have no access policy, as on EKS.
+// `eksctl get accessentry` asks it of every entry.
+func (e *EKS) listAssociatedAccessPolicies(c *call) (any, error) {
+	if _, err := readPage(c.query); err != nil {
+		return nil, err
+	}
+	ae, err := c.backend.DescribeAccessEntry(c.ctx, c.params[0], c.params[1])
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		ClusterName              string     `json:"clusterName"`
+		PrincipalArn             string     `json:"principalArn"`
+		AssociatedAccessPolicies []struct{} `json:"associatedAccessPolicies"`
+	}{ae.ClusterName, ae.PrincipalArn, []struct{}{}}, nil
+}
+
 func (e *EKS) deleteAccessEntry(c *call) (any, error) {
 	if err := c.backend.DeleteAccessEntry(c.ctx, c.params[0], c.params[1]); err != nil {
 		return nil, err

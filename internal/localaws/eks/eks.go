@@ -156,6 +156,7 @@ var routes = []route{
 	{"ListAccessEntries", http.MethodGet, "/clusters/*/access-entries", (*EKS).listAccessEntries},
 	{"DescribeAccessEntry", http.MethodGet, "/clusters/*/access-entries/*", (*EKS).describeAccessEntry},
 	{"DeleteAccessEntry", http.MethodDelete, "/clusters/*/access-entries/*", (*EKS).deleteAccessEntry},
+	{"ListAssociatedAccessPolicies", http.MethodGet, "/clusters/*/access-entries/*/access-policies", (*EKS).listAssociatedAccessPolicies},
 }
 
 // unimplemented names the EKS operations a client may try that the local EKS does not
@@ -167,7 +168,6 @@ var unimplemented = []route{
 	{name: "UpdateClusterVersion", method: http.MethodPost, path: "/clusters/*/updates"},
 	{name: "UpdateAccessEntry", method: http.MethodPost, path: "/clusters/*/access-entries/*"},
 	{name: "AssociateAccessPolicy", method: http.MethodPost, path: "/clusters/*/access-entries/*/access-policies"},
-	{name: "ListAssociatedAccessPolicies", method: http.MethodGet, path: "/clusters/*/access-entries/*/access-policies"},
 	{name: "DisassociateAccessPolicy", method: http.MethodDelete, path: "/clusters/*/access-entries/*/access-policies/*"},
 	{name: "ListAccessPolicies", method: http.MethodGet, path: "/access-policies"},
 	{name: "CreateAddon", method: http.MethodPost, path: "/clusters/*/addons"},

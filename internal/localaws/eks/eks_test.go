@@ -288,12 +288,21 @@ func TestAccessEntries(t *testing.T) {
 	if err != nil || len(l.AccessEntries) != 1 || l.AccessEntries[0] != arn {
 		t.Fatalf("ListAccessEntries = %+v, %v", l, err)
 	}
+	// A node entry has no access policies; eksctl get accessentry asks of each entry.
+	p, err := c.ListAssociatedAccessPolicies(ctx, &awseks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String("demo"), PrincipalArn: aws.String(arn)})
+	if err != nil || aws.ToString(p.PrincipalArn) != arn || aws.ToString(p.ClusterName) != "demo" || p.AssociatedAccessPolicies == nil || len(p.AssociatedAccessPolicies) != 0 {
+		t.Fatalf("ListAssociatedAccessPolicies = %+v, %v", p, err)
+	}
 	if _, err := c.DeleteAccessEntry(ctx, &awseks.DeleteAccessEntryInput{ClusterName: aws.String("demo"), PrincipalArn: aws.String(arn)}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.DeleteAccessEntry(ctx, &awseks.DeleteAccessEntryInput{ClusterName: aws.String("demo"), PrincipalArn: aws.String(arn)})
 	if code, _ := awstest.APICode(t, err); code != "ResourceNotFoundException" {
 		t.Errorf("second DeleteAccessEntry = %v", err)
+	}
+	_, err = c.ListAssociatedAccessPolicies(ctx, &awseks.ListAssociatedAccessPoliciesInput{ClusterName: aws.String("demo"), PrincipalArn: aws.String(arn)})
+	if code, _ := awstest.APICode(t, err); code != "ResourceNotFoundException" {
+		t.Errorf("ListAssociatedAccessPolicies of a deleted entry = %v", err)
 	}
 }
 
