@@ -121,13 +121,17 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 			if token == "" {
 				token = loaded.BootstrapToken
 			}
+			gates := NewKubeletGates(ctx, o.kubeletPath, filepath.Join(o.root, KubeletGatesCachePath))
 			rendered, err = Render(loaded.Merged, md, Options{
 				Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
 				InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
-				BootstrapToken: token, CNIBinDir: o.cniBinDir,
+				BootstrapToken: token, CNIBinDir: o.cniBinDir, KubeletGates: gates,
 			})
 			if err != nil {
 				return err
+			}
+			if err := gates.CacheErr(); err != nil {
+				logging.FromContext(ctx).Warn("kubelet feature gates not cached", "err", err)
 			}
 			for _, w := range rendered.Warnings {
 				fmt.Fprintf(out, "warning: %s\n", w)
