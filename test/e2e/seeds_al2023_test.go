@@ -42,7 +42,10 @@ func TestSeed001AL2023UserDataJoins(t *testing.T) {
 	if cl.Endpoint == "" || cl.CertificateAuthority.Data == "" || len(cl.ResourcesVpcConfig.SubnetIDs) == 0 {
 		t.Fatalf("describe-cluster: %+v", cl)
 	}
-	serviceCIDR := netip.MustParsePrefix(cl.KubernetesNetworkConfig.ServiceIpv4Cidr)
+	serviceCIDR, err := netip.ParsePrefix(cl.KubernetesNetworkConfig.ServiceIpv4Cidr)
+	if err != nil || !serviceCIDR.Addr().Is4() {
+		t.Fatalf("describe-cluster's serviceIpv4Cidr %q: %v", cl.KubernetesNetworkConfig.ServiceIpv4Cidr, err)
+	}
 	dns := serviceCIDR.Masked().Addr().As4()
 	dns[3] = 10
 

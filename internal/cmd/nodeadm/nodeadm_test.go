@@ -224,7 +224,8 @@ func TestInitRunPhaseWithProcesses(t *testing.T) {
 mkdir -p "$(dirname "$sock")" && touch "$sock" && echo "containerd on $sock"
 exec sleep 300
 `)
-	kubelet := stub(t, bins, "kubelet", "echo kubelet \"$@\"\nexec sleep 300\n")
+	// It answers nodeadm's feature-gate probe as a kubelet does (accepting every gate).
+	kubelet := stub(t, bins, "kubelet", "case \"$1\" in --feature-gates=*) echo 'refused: [kubernetes.io/nodeadm-gate-probe]' >&2; exit 1;; esac\necho kubelet \"$@\"\nexec sleep 300\n")
 	args := []string{"init", "--root", root, "--kubelet-version", "v1.37.1", "--daemon-manager", "process", "--containerd-path", containerd, "--kubelet-path", kubelet}
 	t.Cleanup(func() {
 		for _, d := range bootstrap.Daemons {
