@@ -326,7 +326,9 @@ mkdir -p "$(dirname "$sock")" && touch "$sock"
 exec sleep 300
 `)
 			count := filepath.Join(bins, "starts")
-			kubelet := stub(t, bins, "kubelet", fmt.Sprintf(`echo x >> %s
+			// Only real starts are counted: nodeadm's feature-gate probe is answered first.
+			kubelet := stub(t, bins, "kubelet", fmt.Sprintf(`case "$1" in --feature-gates=*) echo 'refused: [kubernetes.io/nodeadm-gate-probe]' >&2; exit 1;; esac
+echo x >> %s
 if [ "$(wc -l < %s)" -le %d ]; then echo 'server is not initialized yet'; exit 1; fi
 exec sleep 300
 `, count, count, tc.failures))
