@@ -58,7 +58,7 @@ func TestKubeletGatesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "kubelet")
-	if err := os.WriteFile(bin, script, 0o755); err != nil {
+	if err := os.WriteFile(bin, script, 0o755); err != nil { //nolint:gosec // G703: a copy of testdata in the test's own directory
 		t.Fatal(err)
 	}
 	cache := filepath.Join(dir, "state", "kubelet-feature-gates.json")
