@@ -7,7 +7,10 @@ import (
 )
 
 func checkCommand() *cobra.Command {
-	var src bootstrap.Sources
+	var (
+		src     bootstrap.Sources
+		kubelet string
+	)
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Read, merge and validate the configuration; list every problem with its location",
@@ -15,13 +18,17 @@ func checkCommand() *cobra.Command {
   nodeadm config check
 
   # A NodeConfig file before it goes into a launch template
-  nodeadm config check -c file://nodeconfig.yaml`,
+  nodeadm config check -c file://nodeconfig.yaml
+
+  # Its feature gates against the kubelet the node will run
+  nodeadm config check -c file://nodeconfig.yaml --kubelet-path ./kubelet-v1.37.1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bootstrap.Check(cmd.Context(), src.List, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return bootstrap.Check(cmd.Context(), src.List, kubelet, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	src.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&kubelet, "kubelet-path", "", "kubelet binary that spec.kubelet.config.featureGates are checked against (default: kubelet in PATH; without one they are not checked)")
 	return cmd
 }
 

@@ -66,7 +66,10 @@ func TestInitCachesTheKubeletVersion(t *testing.T) {
 	root, bin := t.TempDir(), t.TempDir()
 	kubelet, counter := filepath.Join(bin, "kubelet"), filepath.Join(bin, "runs")
 	writeKubelet := func(version string) {
-		script := "#!/bin/sh\necho run >> " + counter + "\necho 'Kubernetes " + version + "'\n"
+		// Only --version runs are counted; nodeadm's feature-gate probe is answered
+		// as a kubelet does (accepting every gate), and cached separately.
+		script := "#!/bin/sh\ncase \"$1\" in --feature-gates=*) echo 'refused: [kubernetes.io/nodeadm-gate-probe]' >&2; exit 1;; esac\n" +
+			"echo run >> " + counter + "\necho 'Kubernetes " + version + "'\n"
 		if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -224,7 +224,8 @@ func TestInitRunPhaseWithProcesses(t *testing.T) {
 mkdir -p "$(dirname "$sock")" && touch "$sock" && echo "containerd on $sock"
 exec sleep 300
 `)
-	kubelet := stub(t, bins, "kubelet", "echo kubelet \"$@\"\nexec sleep 300\n")
+	// It answers nodeadm's feature-gate probe as a kubelet does (accepting every gate).
+	kubelet := stub(t, bins, "kubelet", "case \"$1\" in --feature-gates=*) echo 'refused: [kubernetes.io/nodeadm-gate-probe]' >&2; exit 1;; esac\necho kubelet \"$@\"\nexec sleep 300\n")
 	args := []string{"init", "--root", root, "--kubelet-version", "v1.37.1", "--daemon-manager", "process", "--containerd-path", containerd, "--kubelet-path", kubelet}
 	t.Cleanup(func() {
 		for _, d := range bootstrap.Daemons {
@@ -325,7 +326,9 @@ mkdir -p "$(dirname "$sock")" && touch "$sock"
 exec sleep 300
 `)
 			count := filepath.Join(bins, "starts")
-			kubelet := stub(t, bins, "kubelet", fmt.Sprintf(`echo x >> %s
+			// Only real starts are counted: nodeadm's feature-gate probe is answered first.
+			kubelet := stub(t, bins, "kubelet", fmt.Sprintf(`case "$1" in --feature-gates=*) echo 'refused: [kubernetes.io/nodeadm-gate-probe]' >&2; exit 1;; esac
+echo x >> %s
 if [ "$(wc -l < %s)" -le %d ]; then echo 'server is not initialized yet'; exit 1; fi
 exec sleep 300
 `, count, count, tc.failures))

@@ -29,8 +29,9 @@ func (s *Sources) AddFlags(f *pflag.FlagSet) {
 }
 
 // Check reads, merges and validates the configuration of sources and writes every
-// problem to out (`nodeadm config check`).
-func Check(ctx context.Context, sources []string, out, progress io.Writer) error {
+// problem to out (`nodeadm config check`). Feature gates are checked against the kubelet
+// binary kubelet (a path or a name in PATH; "" is kubelet), when there is one.
+func Check(ctx context.Context, sources []string, kubelet string, out, progress io.Writer) error {
 	loaded, err := NewCloud(progress).Load(ctx, sources)
 	if err != nil {
 		return err
@@ -46,6 +47,7 @@ func Check(ctx context.Context, sources []string, out, progress io.Writer) error
 	for _, s := range Ignored(loaded.Merged) {
 		fmt.Fprintf(out, "warning: %s: %s\n", s.Field, s.Reason)
 	}
+	WriteFindings(out, GateFindings(ctx, loaded.Merged, kubelet), userdata.LevelInfo)
 	_, err = fmt.Fprintf(out, "ok: cluster %s at %s\n", loaded.Merged.Spec.Cluster.Name, loaded.Merged.Spec.Cluster.APIServerEndpoint)
 	return err
 }

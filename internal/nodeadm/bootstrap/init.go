@@ -113,26 +113,9 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	if !slices.Contains(o.skip, "config") {
 		if err := step(out, "files rendered", func() error {
-			version, err := o.detectKubeletVersion(ctx)
-			if err != nil {
-				return err
-			}
-			token := o.bootstrapToken
-			if token == "" {
-				token = loaded.BootstrapToken
-			}
-			rendered, err = Render(loaded.Merged, md, Options{
-				Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
-				InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
-				BootstrapToken: token, CNIBinDir: o.cniBinDir,
-			})
-			if err != nil {
-				return err
-			}
-			for _, w := range rendered.Warnings {
-				fmt.Fprintf(out, "warning: %s\n", w)
-			}
-			return nil
+			var err error
+			rendered, err = o.render(ctx, loaded, md, out)
+			return err
 		}); err != nil {
 			return err
 		}
@@ -162,6 +145,35 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// render renders the node's files for the kubelet that will run, whose feature gates
+// are checked against it, and prints the warnings.
+func (o *InitOptions) render(ctx context.Context, loaded *Loaded, md *Metadata, out io.Writer) (*Rendered, error) {
+	version, err := o.detectKubeletVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	token := o.bootstrapToken
+	if token == "" {
+		token = loaded.BootstrapToken
+	}
+	gates := NewKubeletGates(ctx, o.kubeletPath, filepath.Join(o.root, KubeletGatesCachePath))
+	rendered, err := Render(loaded.Merged, md, Options{
+		Root: o.root, KubeletVersion: version, CPUMillis: onlineCPUMillis(),
+		InstanceTypes: instancetypes.Lookup, NodeadmPath: nodeadmPath(),
+		BootstrapToken: token, CNIBinDir: o.cniBinDir, KubeletGates: gates,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := gates.CacheErr(); err != nil {
+		logging.FromContext(ctx).Warn("kubelet feature gates not cached", "err", err)
+	}
+	for _, w := range rendered.Warnings {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
+	return rendered, nil
 }
 
 // warnIgnored logs the settings that validate but that init does not apply yet.

@@ -107,7 +107,9 @@ func (r *renderer) kubeletConfig() error {
 		return fmt.Errorf("max pods %d is out of the kubelet's range", maxPods)
 	}
 	r.out.MaxPods = maxPods
-	data, err := encodeKubeletConfig(r.kubeletConfiguration(dns, int32(maxPods)))
+	kc := r.kubeletConfiguration(dns, int32(maxPods))
+	r.out.Warnings = append(r.out.Warnings, r.gates.filter("nodeadm's defaults", kc.FeatureGates)...)
+	data, err := encodeKubeletConfig(kc)
 	if err != nil {
 		return fmt.Errorf("encoding the kubelet configuration: %w", err)
 	}
@@ -118,6 +120,16 @@ func (r *renderer) kubeletConfig() error {
 		dropIn := map[string]any{"kind": "KubeletConfiguration", "apiVersion": kubeletv1beta1.SchemeGroupVersion.String()}
 		for k, v := range spec.Kubelet.Config {
 			dropIn[k] = v
+		}
+		if gates, ok := userGates(spec.Kubelet.Config["featureGates"]); ok {
+			if msgs := r.gates.filter("spec.kubelet.config.featureGates", gates); len(msgs) > 0 {
+				r.out.Warnings = append(r.out.Warnings, msgs...)
+				if len(gates) == 0 {
+					delete(dropIn, "featureGates")
+				} else {
+					dropIn["featureGates"] = gates
+				}
+			}
 		}
 		data, err := indentJSON(dropIn)
 		if err != nil {

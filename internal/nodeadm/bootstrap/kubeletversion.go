@@ -37,7 +37,8 @@ type VersionAnswer struct {
 // KubeletVersion returns the output of `bin --version`: from cacheFile when it was
 // recorded for the same binary (absolute path, size and modification time), else by
 // running bin and recording the answer in cacheFile atomically. A cache file that is
-// missing, unreadable or for another binary costs one run of bin, never an error.
+// missing, unreadable or for another binary costs one run of bin, never an error; an
+// empty cacheFile is neither read nor written.
 func KubeletVersion(ctx context.Context, bin, cacheFile string) (VersionAnswer, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
@@ -51,7 +52,7 @@ func KubeletVersion(ctx context.Context, bin, cacheFile string) (VersionAnswer, 
 		return VersionAnswer{}, fmt.Errorf("finding the kubelet %s: %w", bin, err)
 	}
 	id := kubeletVersionCache{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano()}
-	if data, err := os.ReadFile(cacheFile); err == nil {
+	if data, err := os.ReadFile(cacheFile); cacheFile != "" && err == nil {
 		var c kubeletVersionCache
 		if json.Unmarshal(data, &c) == nil && c.Version != "" && c.Path == id.Path && c.Size == id.Size && c.ModTime == id.ModTime {
 			return VersionAnswer{Text: c.Version, Cached: true}, nil
@@ -63,6 +64,9 @@ func KubeletVersion(ctx context.Context, bin, cacheFile string) (VersionAnswer, 
 	}
 	id.Version = string(out)
 	a := VersionAnswer{Text: id.Version}
+	if cacheFile == "" {
+		return a, nil
+	}
 	data, err := json.Marshal(id)
 	if err == nil {
 		err = atomicfile.WriteFile(cacheFile, append(data, '\n'), 0o644)

@@ -49,6 +49,10 @@ type Options struct {
 	BootstrapToken string
 	// CNIBinDir is where the CNI plugins are installed. Default /opt/cni/bin.
 	CNIBinDir string
+	// KubeletGates checks every feature gate written for the kubelet (nodeadm's and
+	// spec.kubelet.config's) against the kubelet that will run: a setting it refuses is
+	// dropped with a warning. Nil checks nothing.
+	KubeletGates GateChecker
 }
 
 // The files nodeadm writes, as paths on the node.
@@ -88,7 +92,7 @@ func Render(cfg *v1alpha1.NodeConfig, md *Metadata, o Options) (*Rendered, error
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = "/opt/cni/bin"
 	}
-	r := &renderer{cfg: cfg, md: md, o: o, out: &Rendered{}}
+	r := &renderer{cfg: cfg, md: md, o: o, out: &Rendered{}, gates: &gateFilter{checker: o.KubeletGates, version: o.KubeletVersion}}
 	steps := []func() error{r.ca, r.kubeletConfig, r.kubeconfig, r.kubeletEnv, r.units, r.containerd}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -100,10 +104,11 @@ func Render(cfg *v1alpha1.NodeConfig, md *Metadata, o Options) (*Rendered, error
 }
 
 type renderer struct {
-	cfg *v1alpha1.NodeConfig
-	md  *Metadata
-	o   Options
-	out *Rendered
+	cfg   *v1alpha1.NodeConfig
+	md    *Metadata
+	o     Options
+	out   *Rendered
+	gates *gateFilter
 }
 
 // p maps a path on the node to where it is on this host.

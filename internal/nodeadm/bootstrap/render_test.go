@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"io/fs"
@@ -90,6 +91,11 @@ func TestRenderGolden(t *testing.T) {
     config: {cgroupDriver: cgroupfs, failCgroupV1: false}
   featureGates: {InstanceIdNodeName: true}
 `}, Options{KubeletVersion: "v1.37.1", CPUMillis: 2000, Root: "/var/lib/nodejoin/instances/i-1", BootstrapToken: "abcdef.0123456789abcdef", CNIBinDir: "/usr/lib/cni"}},
+		// Seed 001's managed-node-group NodeConfig on kubelet v1.37.1, which no longer
+		// knows its feature gate: the drop-in is written without it.
+		{"seed001-feature-gates", []string{clusterDoc + seed001Kubelet}, Options{
+			KubeletVersion: "v1.37.1", CPUMillis: 2000, KubeletGates: NewKubeletGates(context.Background(), "testdata/fake-kubelet.sh", ""),
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
