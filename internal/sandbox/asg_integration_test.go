@@ -248,7 +248,7 @@ func waitJoined(t *testing.T, cluster, group string, n int) []NodeStatus {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		statuses, err := Nodes(t.Context(), cluster)
+		statuses, err := Nodes(t.Context(), cluster, NodesOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

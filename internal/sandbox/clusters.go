@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -31,6 +32,15 @@ func describe(dir string, s *controlplane.State) Cluster {
 		Kubeconfig: s.Kubeconfig, StateDir: dir, LogDir: filepath.Join(dir, "logs"), Nodes: readNodes(dir)}
 	if s.Running() {
 		c.PID = s.Owner.PID
+	}
+	if c.Running && len(c.Nodes) > 0 {
+		// The nodes the local EC2 still runs; all of them when it cannot be asked.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		states, err := ec2States(ctx, dir)
+		cancel()
+		if err == nil {
+			c.Nodes = slices.DeleteFunc(c.Nodes, func(n Node) bool { st, ok := states[n.InstanceID]; return !ok || st == ec2Terminated })
+		}
 	}
 	if a, err := controller.ReadAWSAccess(dir); err == nil {
 		c.AWS = &a
@@ -121,7 +131,11 @@ type NodeStatus struct {
 	// launched it, if one did.
 	Zone             string `json:"zone,omitempty"`
 	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
-	// State is "Ready", "joining" (a step waits) or "failed" (a step failed).
+	// InstanceState is the instance's state in the local EC2: pending, running,
+	// shutting-down, terminated (also for an instance EC2 no longer lists), ...
+	InstanceState string `json:"instanceState"`
+	// State is "Ready", "joining" (a step waits), "failed" (a step failed) or
+	// "terminated" (the instance is gone; listed only when asked for).
 	State string `json:"state"`
 	// Step is the step that failed or waits, or the last one ("Ready").
 	Step string `json:"step"`
@@ -131,13 +145,26 @@ type NodeStatus struct {
 
 // Join states of NodeStatus.
 const (
-	JoinReady   = "Ready"
-	JoinJoining = "joining"
-	JoinFailed  = "failed"
+	JoinReady      = "Ready"
+	JoinJoining    = "joining"
+	JoinFailed     = "failed"
+	JoinTerminated = "terminated"
 )
 
-// Nodes lists the running cluster name's instances, by launch, with their join state.
-func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
+// ec2Terminated is the EC2 state of an instance that is gone.
+const ec2Terminated = "terminated"
+
+// NodesOptions choose what Nodes lists.
+type NodesOptions struct {
+	// Terminated lists terminated instances too, with state "terminated".
+	Terminated bool
+}
+
+// Nodes lists the running cluster name's instances, by launch, with their join state:
+// those the cluster's local EC2 lists and has not terminated (terminated ones too with
+// o.Terminated). A Node counts for the instance its providerID names, so a name that a
+// new instance took over from a terminated one shows once, under the new instance.
+func Nodes(ctx context.Context, name string, o NodesOptions) ([]NodeStatus, error) {
 	dir, s, err := running(name)
 	if err != nil {
 		return nil, err
@@ -145,6 +172,10 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 	recs, err := instance.ReadRecords(filepath.Join(dir, "instances"))
 	if err != nil {
 		return nil, err
+	}
+	states, err := ec2States(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("asking the local EC2 of cluster %s for its instances: %w", name, err)
 	}
 	client, err := clientFor(s)
 	if err != nil {
@@ -155,13 +186,37 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 		return nil, fmt.Errorf("asking the API server of cluster %s: %w", name, err)
 	}
 	accepted := joinlog.AcceptedUsers(filepath.Join(dir, controller.LogFile))
+	return nodeStatuses(recs, states, snap, accepted, o), nil
+}
+
+// nodeStatuses are the rows of `get nodes`: the instances of recs, by launch, in the
+// EC2 states of states (by instance ID; an instance missing there counts as terminated,
+// as EC2 forgets terminated instances after a while), with each one's join steps from
+// snap and accepted (the users the webhook accepted).
+func nodeStatuses(recs []*instance.Record, states map[string]string, snap *joinstatus.Snapshot, accepted map[string]bool, o NodesOptions) []NodeStatus {
+	recs = slices.Clone(recs)
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Launched.Before(recs[j].Launched) })
 	out := make([]NodeStatus, 0, len(recs))
 	for _, r := range recs {
+		state, known := states[r.ID]
+		if !known {
+			state = ec2Terminated
+		}
+		if state == ec2Terminated && !o.Terminated {
+			continue
+		}
 		ns := NodeStatus{Name: r.NodeName, InstanceID: r.ID, IP: r.IP, Kubelet: string(r.Kubelet), Identity: string(r.Identity),
 			AMIFamily: string(r.AMIFamily), Launched: r.Launched, Zone: r.Zone, AutoScalingGroup: r.AutoScalingGroup,
-			State: JoinReady, Step: string(joinstatus.StepReady)}
-		steps := snap.NodeSteps(r.NodeName, r.Identity == instance.IdentityBootstrapToken, accepted["system:node:"+r.NodeName])
+			InstanceState: state, State: JoinReady, Step: string(joinstatus.StepReady)}
+		if state == ec2Terminated {
+			ns.State, ns.Step, ns.Reason = JoinTerminated, string(joinstatus.StepInstance), "the local EC2 reports the instance terminated"
+			if !known {
+				ns.Reason = "the local EC2 no longer lists the instance (terminated)"
+			}
+			out = append(out, ns)
+			continue
+		}
+		steps := snap.InstanceSteps(r.NodeName, r.ID, r.Identity == instance.IdentityBootstrapToken, accepted["system:node:"+r.NodeName])
 		for _, st := range steps {
 			if st.State == joinstatus.Done {
 				continue
@@ -174,7 +229,7 @@ func Nodes(ctx context.Context, name string) ([]NodeStatus, error) {
 		}
 		out = append(out, ns)
 	}
-	return out, nil
+	return out
 }
 
 // Deleted says what Delete did.

@@ -126,11 +126,14 @@ func findRecord(dir, cluster, nameOrID string) (*instance.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Newest first: a node name that a later instance took over names that instance.
 	var known []string
-	for _, r := range recs {
-		if r.NodeName == nameOrID || r.ID == nameOrID {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if r := recs[i]; r.NodeName == nameOrID || r.ID == nameOrID {
 			return r, nil
 		}
+	}
+	for _, r := range recs {
 		known = append(known, r.NodeName+" ("+r.ID+")")
 	}
 	if len(known) == 0 {
@@ -228,7 +231,7 @@ func apiFindings(snap *joinstatus.Snapshot, rec *instance.Record, bootstrap bool
 	var out []Finding
 	user := "system:node:" + rec.NodeName
 	blocked := false
-	for _, st := range snap.NodeSteps(rec.NodeName, bootstrap, len(accepted) > 0) {
+	for _, st := range snap.InstanceSteps(rec.NodeName, rec.ID, bootstrap, len(accepted) > 0) {
 		f := finding(st)
 		if blocked && st.State == joinstatus.Pending {
 			out = append(out, f)

@@ -55,6 +55,10 @@ type Options struct {
 	// NodeCIDR is the range for the bridge and instances. Default
 	// controlplane.DefaultNodeCIDR.
 	NodeCIDR netip.Prefix
+	// ServiceCIDR is the cluster's service range; kube-dns takes its .10, which the
+	// nodes' user data leads nodeadm to as EKS's does. Default
+	// controlplane.DefaultServiceCIDR.
+	ServiceCIDR netip.Prefix
 	// APIPort is the host's loopback port for the API; 0 picks a free one.
 	APIPort int
 	// Nodes are the nodes Start launches, and the defaults of AddNodes.
@@ -197,6 +201,12 @@ func (o *Options) complete() error {
 	}
 	if !o.NodeCIDR.IsValid() {
 		o.NodeCIDR = controlplane.DefaultNodeCIDR
+	}
+	if !o.ServiceCIDR.IsValid() {
+		o.ServiceCIDR = controlplane.DefaultServiceCIDR
+	}
+	if sc := o.ServiceCIDR; !sc.Addr().Is4() || sc.Bits() < 12 || sc.Bits() > 28 || sc.Masked() != sc || sc.Overlaps(o.NodeCIDR) {
+		return &OptionError{"service-cidr", sc.String(), "want an IPv4 network address between /12 and /28, outside the node range " + o.NodeCIDR.String() + ", such as 10.100.0.0/16 or 172.20.0.0/16"}
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

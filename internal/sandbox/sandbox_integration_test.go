@@ -81,7 +81,7 @@ func TestSandboxWithSimulatedKubelets(t *testing.T) {
 	if _, err := AddNodesTo(t.Context(), "sbx", NodeOptions{Count: 1, Identity: "bootstrap-token"}, nil); !errors.As(err, &oe) || oe.Option != "identity" {
 		t.Errorf("AddNodesTo with another identity: %v", err)
 	}
-	nodes, err := Nodes(t.Context(), "sbx")
+	nodes, err := Nodes(t.Context(), "sbx", NodesOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func TestListShowsCrashedClusters(t *testing.T) {
 	if _, err := Get("a"); err == nil || !strings.Contains(err.Error(), "nodejoin down --name a") {
 		t.Errorf("Get of a crashed cluster: %v", err)
 	}
-	if _, err := Nodes(t.Context(), "a"); err == nil || !strings.Contains(err.Error(), "is not running") {
+	if _, err := Nodes(t.Context(), "a", NodesOptions{}); err == nil || !strings.Contains(err.Error(), "is not running") {
 		t.Errorf("Nodes of a crashed cluster: %v", err)
 	}
 }

@@ -2,19 +2,26 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/process"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
@@ -93,7 +100,8 @@ func writeNodes(dir string, nodes []Node) error {
 	return atomicfile.WriteFile(filepath.Join(dir, nodesFile), append(data, '\n'), 0o600)
 }
 
-// readNodes reads what writeNodes recorded.
+// readNodes reads what writeNodes recorded: every node launched, running or not
+// (describe keeps those the local EC2 has not terminated).
 func readNodes(dir string) []Node {
 	nodes := []Node{}
 	if data, err := os.ReadFile(filepath.Join(dir, nodesFile)); err == nil {
@@ -112,4 +120,50 @@ func clientFor(s *controlplane.State) (kubernetes.Interface, error) {
 		return nil, err
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// ec2States asks the local EC2 of the cluster whose state directory is dir, through its
+// endpoint as the account's administrator, for the state of every instance it lists
+// (terminated ones included, until EC2 forgets them), by instance ID.
+func ec2States(ctx context.Context, dir string) (map[string]string, error) {
+	a, err := controller.ReadAWSAccess(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading how to reach the local AWS: %w", err)
+	}
+	keyID, secret, err := controller.ReadAWSAdminKey(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the local AWS's administrator key: %w", err)
+	}
+	caPEM, err := os.ReadFile(a.CABundle)
+	if err != nil {
+		return nil, fmt.Errorf("reading the local AWS's CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("the local AWS's CA %s holds no PEM certificate", a.CABundle)
+	}
+	cfg := aws.Config{
+		Region:      a.Region,
+		Credentials: credentials.NewStaticCredentialsProvider(keyID, secret, ""),
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		}},
+	}
+	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(a.Endpoint) })
+	states := map[string]string{}
+	pages := ec2.NewDescribeInstancesPaginator(client, &ec2.DescribeInstancesInput{})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeInstances at %s: %w", a.Endpoint, err)
+		}
+		for _, res := range page.Reservations {
+			for _, in := range res.Instances {
+				if in.InstanceId != nil && in.State != nil {
+					states[*in.InstanceId] = string(in.State.Name)
+				}
+			}
+		}
+	}
+	return states, nil
 }

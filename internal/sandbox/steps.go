@@ -48,6 +48,7 @@ func (controlPlaneStep) Run(ctx context.Context, s *state) error {
 		BinDir:        o.BinDir,
 		Network:       o.Network,
 		NodeCIDR:      o.NodeCIDR,
+		ServiceCIDR:   o.ServiceCIDR,
 		APIPort:       o.APIPort,
 		UnsafeNoFsync: o.UnsafeNoFsync,
 		Log:           o.Log,

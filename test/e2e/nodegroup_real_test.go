@@ -211,6 +211,20 @@ func TestNodeGroupRealKubelets(t *testing.T) {
 	if len(l.Items) != 0 {
 		t.Errorf("after delete, node groups: %+v", l.Items)
 	}
+	// get nodes follows the local EC2: the group's terminated instances leave it, and
+	// --terminated shows them as terminated.
+	type listed struct{ InstanceID, State, InstanceState string }
+	var shown, all []listed
+	poll("the group's instances gone from get nodes", time.Minute, func(context.Context) (bool, error) {
+		c.runJSON(false, &shown, "get", "nodes", "--name", name, "-o", "json")
+		return !slices.ContainsFunc(shown, func(n listed) bool { return slices.Contains(ids, n.InstanceID) }), nil
+	})
+	c.runJSON(false, &all, "get", "nodes", "--name", name, "--terminated", "-o", "json")
+	for _, id := range ids {
+		if i := slices.IndexFunc(all, func(n listed) bool { return n.InstanceID == id }); i < 0 || all[i].State != "terminated" || all[i].InstanceState != "terminated" {
+			t.Errorf("get nodes --terminated: instance %s of the deleted group missing or not terminated: %+v", id, all)
+		}
+	}
 
 	c.run("down", "--name", name)
 	c.assertNothingLeft(name, ifaces)

@@ -44,18 +44,23 @@ func getClustersCommand() *cobra.Command {
 func getNodesCommand() *cobra.Command {
 	var name string
 	var output printer.Format
+	var opts sandbox.NodesOptions
 	cmd := &cobra.Command{
 		Use:     "nodes",
 		Aliases: []string{"node"},
 		Short:   "List a running cluster's nodes and how far each has come in joining",
-		Long: "get nodes lists the cluster's local instances with their node name, instance ID, address,\n" +
-			"kubelet and identity, and their join state: Ready, joining (STEP is the step it waits for)\n" +
-			"or failed (STEP is the step that failed; `nodejoin diagnose node NAME` says why).",
+		Long: "get nodes lists the cluster's local instances that its local EC2 has not terminated, with\n" +
+			"their node name, instance ID, address, kubelet and identity, and their join state: Ready,\n" +
+			"joining (STEP is the step it waits for) or failed (STEP is the step that failed; `nodejoin\n" +
+			"diagnose node NAME` says why). A Node counts for the instance its providerID names: a name\n" +
+			"a new instance took over from a terminated one shows once, under the new instance.\n" +
+			"--terminated lists terminated instances too, in state terminated.",
 		Example: "  nodejoin get nodes --name demo\n" +
-			"  nodejoin get nodes --name demo -o json",
+			"  nodejoin get nodes --name demo -o json\n" +
+			"  nodejoin get nodes --name demo --terminated",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ns, err := sandbox.Nodes(cmd.Context(), name)
+			ns, err := sandbox.Nodes(cmd.Context(), name, opts)
 			if err != nil {
 				return err
 			}
@@ -63,6 +68,7 @@ func getNodesCommand() *cobra.Command {
 		},
 	}
 	nameFlag(cmd, &name)
+	cmd.Flags().BoolVar(&opts.Terminated, "terminated", false, "list terminated instances too (state terminated)")
 	printer.AddFlag(cmd.Flags(), &output)
 	return cmd
 }

@@ -27,6 +27,7 @@ type upOptions struct {
 	detach           bool
 	network          string
 	nodeCIDR         string
+	serviceCIDR      string
 	apiPort          int
 	binDir           string
 	output           printer.Format
@@ -76,6 +77,7 @@ func upCommand() *cobra.Command {
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
 	f.StringVar(&o.nodeCIDR, "node-cidr", controlplane.DefaultNodeCIDR.String(), "address range inside the cluster's network namespace (never on the host's network)")
+	f.StringVar(&o.serviceCIDR, "service-cidr", controlplane.DefaultServiceCIDR.String(), "the Services' range (kube-apiserver's --service-cluster-ip-range); kube-dns takes its .10, which nodes reach as clusterDNS through their user data")
 	f.IntVar(&o.apiPort, "api-port", 0, "host loopback port for the API server (0: a free port)")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (default: beside this binary, or the source tree's bin/)")
 	printer.AddFlag(f, &o.output)
@@ -90,14 +92,19 @@ func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 	if err != nil {
 		return sandbox.Options{}, fmt.Errorf("--node-cidr %q: want an address range such as 198.18.0.0/16: %w", o.nodeCIDR, err)
 	}
+	services, err := netip.ParsePrefix(o.serviceCIDR)
+	if err != nil {
+		return sandbox.Options{}, fmt.Errorf("--service-cidr %q: want an address range such as 172.20.0.0/16: %w", o.serviceCIDR, err)
+	}
 	return sandbox.Options{
-		Name:     o.name,
-		BinDir:   o.binDir,
-		Network:  controlplane.Network(o.network),
-		NodeCIDR: cidr,
-		APIPort:  o.apiPort,
-		Nodes:    o.nodes,
-		Control:  true,
+		Name:        o.name,
+		BinDir:      o.binDir,
+		Network:     controlplane.Network(o.network),
+		NodeCIDR:    cidr,
+		ServiceCIDR: services,
+		APIPort:     o.apiPort,
+		Nodes:       o.nodes,
+		Control:     true,
 		// Node groups' instances, launched by the local cloud's Auto Scaling.
 		NodeGroupKubelet: o.nodeGroupKubelet,
 		InstanceLimit:    o.instanceLimit,

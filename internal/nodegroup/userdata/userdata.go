@@ -52,6 +52,9 @@ type Cluster struct {
 	// BootstrapToken joins the nodes with a bootstrap token (local clusters only). It
 	// is a secret: it appears in the user data and nowhere else.
 	BootstrapToken string
+	// VPCIPv4CIDR is the instances' VPC range, for RenderInstance: where bootstrap.sh's
+	// rule picks the right cluster DNS address from it, the user data names none.
+	VPCIPv4CIDR string
 }
 
 // Template is what a node group says about its instances.

@@ -112,7 +112,7 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 	}
 	userData := spec.UserData
 	if len(userData) == 0 {
-		if userData, err = cluster.userData(inst.AMIFamily, token); err != nil {
+		if userData, err = cluster.userData(inst.AMIFamily, token, p.cfg.NodeCIDR); err != nil {
 			return nil, err
 		}
 	}

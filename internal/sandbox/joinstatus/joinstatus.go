@@ -183,8 +183,36 @@ func csrSteps(c *certificatesv1.CertificateSigningRequest, approve, issue Step) 
 // authenticated, when true, says the webhook has accepted the node's token (known only
 // to the process that runs it); otherwise any request made as the node shows it.
 func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Status {
+	return s.InstanceSteps(name, "", bootstrap, authenticated)
+}
+
+// InstanceID is the instance a Node's providerID (aws:///ZONE/INSTANCE-ID) names, or ""
+// when it names none.
+func InstanceID(providerID string) string {
+	rest, ok := strings.CutPrefix(providerID, "aws://")
+	if !ok {
+		return ""
+	}
+	id := rest[strings.LastIndexByte(rest, '/')+1:]
+	if !strings.HasPrefix(id, "i-") {
+		return ""
+	}
+	return id
+}
+
+// InstanceSteps is NodeSteps for node name as instance instanceID sees it: a Node of
+// that name whose providerID names another instance (an earlier instance that had the
+// same address and name) is not this instance's, and its steps do not count. An empty
+// instanceID, or a Node without a providerID, matches by name alone.
+func (s *Snapshot) InstanceSteps(name, instanceID string, bootstrap, authenticated bool) []Status {
 	var out []Status
 	node := s.Nodes[name]
+	other := ""
+	if node != nil && instanceID != "" {
+		if id := InstanceID(node.Spec.ProviderID); id != "" && id != instanceID {
+			other, node = id, nil
+		}
+	}
 	serving := s.csrFor(name, certificatesv1.KubeletServingSignerName)
 	auth := Status{Step: StepAuthenticated, State: Pending}
 	if bootstrap {
@@ -203,9 +231,13 @@ func (s *Snapshot) NodeSteps(name string, bootstrap, authenticated bool) []Statu
 		}
 		out = append(out, auth)
 	}
-	if node == nil {
+	switch {
+	case other != "":
+		out = append(out, Status{Step: StepRegistered, State: Pending, Detail: "Node " + name + " is instance " + other + "'s (its providerID), not this instance's"},
+			Status{Step: StepInitialized, State: Pending})
+	case node == nil:
 		out = append(out, Status{Step: StepRegistered, State: Pending, Detail: "no Node " + name}, Status{Step: StepInitialized, State: Pending})
-	} else {
+	default:
 		out = append(out, Status{Step: StepRegistered, State: Done, Detail: "Node " + name}, initialized(node, s.NotInitialized[name]))
 	}
 	out = append(out, csrSteps(serving, StepServingApprove, StepServingIssued)...)

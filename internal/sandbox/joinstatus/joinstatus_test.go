@@ -170,3 +170,48 @@ func TestNewestNotInitializedReasonWins(t *testing.T) {
 		})
 	}
 }
+
+func TestInstanceIDFromProviderID(t *testing.T) {
+	for _, tc := range []struct{ providerID, want string }{
+		{"aws:///us-west-2a/i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"aws:///i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"", ""},
+		{"kind://docker/kind/kind-worker", ""},
+		{"aws:///us-west-2a/", ""},
+	} {
+		if got := InstanceID(tc.providerID); got != tc.want {
+			t.Errorf("InstanceID(%q) = %q, want %q", tc.providerID, got, tc.want)
+		}
+	}
+}
+
+// A Node counts for the instance its providerID names: an instance that took over the
+// name of a terminated one is not Ready because of the old instance's Node.
+func TestInstanceStepsMatchTheNodeByProviderID(t *testing.T) {
+	readyNode := func(providerID string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: corev1.NodeSpec{ProviderID: providerID},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	const ready = "authenticated=done;Node registered=done;Node initialized=done;serving CSR approved=pending;serving certificate issued=pending;network ready=done;Ready=done;"
+	for _, tc := range []struct {
+		name, providerID, instance, want, detail string
+	}{
+		{"its own Node", "aws:///us-west-2a/i-new", "i-new", ready, ""},
+		{"no providerID: by name", "", "i-new", ready, ""},
+		{"no instance given: by name", "aws:///us-west-2a/i-old", "", ready, ""},
+		{"the old instance's Node", "aws:///us-west-2a/i-old", "i-new",
+			"authenticated=pending;Node registered=pending;Node initialized=pending;serving CSR approved=pending;serving certificate issued=pending;network ready=pending;Ready=pending;",
+			"Node " + node + " is instance i-old's (its providerID), not this instance's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Snapshot{Nodes: map[string]*corev1.Node{node: readyNode(tc.providerID)}}
+			st := s.InstanceSteps(node, tc.instance, false, false)
+			if got := states(st); got != tc.want {
+				t.Errorf("steps: %s\nwant        %s", got, tc.want)
+			}
+			if tc.detail != "" && st[1].Detail != tc.detail {
+				t.Errorf("registered step: %q, want %q", st[1].Detail, tc.detail)
+			}
+		})
+	}
+}

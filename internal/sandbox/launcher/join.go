@@ -214,7 +214,7 @@ func (lr *Launcher) observe(l *launched, snap *joinstatus.Snapshot, tr *joinstat
 	}
 	ready = true
 	var failures []string
-	for _, st := range snap.NodeSteps(name, lr.bootstrap(), lr.ctl.Authenticated("system:node:"+name)) {
+	for _, st := range snap.InstanceSteps(name, inst.ID, lr.bootstrap(), lr.ctl.Authenticated("system:node:"+name)) {
 		switch st.State {
 		case joinstatus.Done:
 			if tr.Mark(name, st.Step, now) {
@@ -242,7 +242,7 @@ func (lr *Launcher) notReady(snap *joinstatus.Snapshot, ls []*launched, timeout 
 			continue
 		}
 		name := inst.NodeName
-		for _, st := range snap.NodeSteps(name, lr.bootstrap(), lr.ctl.Authenticated("system:node:"+name)) {
+		for _, st := range snap.InstanceSteps(name, inst.ID, lr.bootstrap(), lr.ctl.Authenticated("system:node:"+name)) {
 			if st.State == joinstatus.Done {
 				continue
 			}
