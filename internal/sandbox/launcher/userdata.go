@@ -109,49 +109,56 @@ func parseUserData(source string, data []byte) (*template.Template, error) {
 // checkFields refuses a field UserDataFields lacks, anywhere under n, naming source,
 // the line and the field.
 func checkFields(source string, data []byte, n parse.Node) error {
-	var field []string
+	if err := checkField(source, data, n); err != nil {
+		return err
+	}
+	for _, c := range children(n) {
+		if err := checkFields(source, data, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// children lists the nodes under n that may name fields.
+func children(n parse.Node) []parse.Node {
 	switch n := n.(type) {
 	case *parse.ListNode:
-		if n == nil {
-			return nil
+		if n != nil {
+			return n.Nodes
 		}
-		for _, c := range n.Nodes {
-			if err := checkFields(source, data, c); err != nil {
-				return err
-			}
-		}
-		return nil
 	case *parse.ActionNode:
-		return checkFields(source, data, n.Pipe)
+		return []parse.Node{n.Pipe}
 	case *parse.TemplateNode:
-		return checkFields(source, data, n.Pipe)
+		return []parse.Node{n.Pipe}
 	case *parse.PipeNode:
 		if n == nil {
 			return nil
 		}
-		for _, c := range n.Cmds {
-			if err := checkFields(source, data, c); err != nil {
-				return err
-			}
+		out := make([]parse.Node, len(n.Cmds))
+		for i, c := range n.Cmds {
+			out[i] = c
 		}
-		return nil
+		return out
 	case *parse.CommandNode:
-		for _, a := range n.Args {
-			if err := checkFields(source, data, a); err != nil {
-				return err
-			}
-		}
-		return nil
+		return n.Args
 	case *parse.IfNode:
-		return checkBranch(source, data, &n.BranchNode)
+		return []parse.Node{n.Pipe, n.List, n.ElseList}
 	case *parse.WithNode:
-		return checkBranch(source, data, &n.BranchNode)
+		return []parse.Node{n.Pipe, n.List, n.ElseList}
 	case *parse.RangeNode:
-		return checkBranch(source, data, &n.BranchNode)
+		return []parse.Node{n.Pipe, n.List, n.ElseList}
 	case *parse.ChainNode:
-		if err := checkFields(source, data, n.Node); err != nil {
-			return err
-		}
+		return []parse.Node{n.Node}
+	}
+	return nil
+}
+
+// checkField refuses n when it names a field UserDataFields lacks.
+func checkField(source string, data []byte, n parse.Node) error {
+	var field []string
+	switch n := n.(type) {
+	case *parse.ChainNode:
 		return fieldError(source, data, n.Position(), n.String(), "the fields are strings, which have no fields")
 	case *parse.VariableNode:
 		if len(n.Ident) < 2 || n.Ident[0] != "$" {
@@ -170,15 +177,6 @@ func checkFields(source string, data []byte, n parse.Node) error {
 	}
 	if len(field) > 1 {
 		return fieldError(source, data, n.Position(), "."+strings.Join(field, "."), name+" is a string, which has no fields")
-	}
-	return nil
-}
-
-func checkBranch(source string, data []byte, b *parse.BranchNode) error {
-	for _, n := range []parse.Node{b.Pipe, b.List, b.ElseList} {
-		if err := checkFields(source, data, n); err != nil {
-			return err
-		}
 	}
 	return nil
 }
