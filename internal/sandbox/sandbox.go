@@ -102,6 +102,11 @@ type NodeOptions struct {
 	// ClaimAddress is another node (name or address) whose address the kubelets
 	// claim (a foreign-address test).
 	ClaimAddress string `json:"claimAddress,omitempty"`
+	// UserData, when set, is the instances' user data (AddNodes only): template text
+	// whose launcher.UserDataFields are filled in with the cluster's values, or gzip
+	// data passed on untouched. UserDataSource names it in errors.
+	UserData       []byte `json:"userData,omitempty"`
+	UserDataSource string `json:"userDataSource,omitempty"`
 }
 
 // OptionError is an invalid option: its name (as the CLI's flag, without dashes),

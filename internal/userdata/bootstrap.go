@@ -360,11 +360,11 @@ func translateShell(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeC
 	}
 	params, findings, err := parseBootstrapArgs(call.Args, name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
 	}
 	cfg, more, err := params.build(ctx, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
 	}
 	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("line %d: bootstrap.sh call for cluster %s translated to a NodeConfig; the rest of the script is not run by nodeadm", call.Line, params.clusterName)}}, findings...)
 	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil

@@ -2,6 +2,7 @@ package nodejoin
 
 import (
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,7 @@ func addCommand() *cobra.Command {
 }
 
 func addNodeCommand() *cobra.Command {
-	var name string
+	var name, userData string
 	var output printer.Format
 	o := sandbox.NodeOptions{}
 	cmd := &cobra.Command{
@@ -32,16 +33,30 @@ func addNodeCommand() *cobra.Command {
 			"plane refuse it: --claim-address NODE makes the kubelet report another node's address and ask\n" +
 			"for a serving certificate with it, and --credentials-of NODE serves another node's\n" +
 			"instance-role credentials from this instance's metadata endpoint. `nodejoin diagnose node`\n" +
-			"then explains the refusal.",
+			"then explains the refusal.\n\n" +
+			"--user-data FILE (- for standard input) boots the instances with that user data, as IMDS\n" +
+			"serves it, in any format nodeadm reads; the AMI family is read from it unless --ami-family\n" +
+			"is given. Go template fields stand for the local cluster's values:\n  {{" + strings.Join(sandbox.UserDataFieldNames(), "}}, {{") + "}}\n" +
+			"(.CertificateAuthority is base64 of the CA's PEM, as EKS gives it; .ClusterDNS is the service\n" +
+			"range's .10). Nothing else is changed. Gzip data (eksctl's) is passed on untouched, never\n" +
+			"templated: fill in the values before compressing it.",
 		Example: "  # two more nodes, with up's settings\n" +
 			"  nodejoin add node --name demo --count 2\n\n" +
 			"  # a node that reads bootstrap.sh user data, with an extra kubelet flag\n" +
 			"  nodejoin add node --name demo --ami-family AmazonLinux2 --kubelet-arg=--v=4\n\n" +
+			"  # your launch template's user data, with {{.ClusterName}} and friends for the cluster's values\n" +
+			"  nodejoin add node --name demo --user-data userdata.mime\n\n" +
 			"  # a node that presents another node's credentials, then why it was refused\n" +
 			"  nodejoin add node --name demo --credentials-of ip-198-18-0-11.local.internal\n" +
 			"  nodejoin diagnose node --name demo ip-198-18-0-12.local.internal",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if userData != "" {
+				var err error
+				if o.UserData, o.UserDataSource, err = sandbox.ReadUserData(cmd.InOrStdin(), userData); err != nil {
+					return err
+				}
+			}
 			nodes, err := sandbox.AddNodesTo(cmd.Context(), name, o, sandbox.ProgressTo(cmd.ErrOrStderr()))
 			if err != nil {
 				return sandbox.FlagError(err)
@@ -59,6 +74,7 @@ func addNodeCommand() *cobra.Command {
 	f.StringArrayVar(&o.KubeletFlags, "kubelet-arg", nil, "extra kubelet flag, through a local NodeConfig (repeatable)")
 	f.StringVar(&o.CredentialsOf, "credentials-of", "", "node name or instance ID whose role credentials this instance's IMDS serves (a stolen-credentials test)")
 	f.StringVar(&o.ClaimAddress, "claim-address", "", "node name or address the kubelet claims as its own node IP (a foreign-address test)")
+	f.StringVar(&userData, "user-data", "", "the instances' user data, from a file or - for standard input (template fields above)")
 	printer.AddFlag(f, &output)
 	return cmd
 }

@@ -2,11 +2,14 @@ package launcher
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
+	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
 // GroupInstance is an instance an Auto Scaling group launches, from its launch
@@ -33,7 +36,7 @@ func (lr *Launcher) Launch(ctx context.Context, g GroupInstance) (string, error)
 		kind = instance.KubeletSim
 	}
 	spec := instance.Spec{
-		InstanceType: g.InstanceType, AMIFamily: sniffFamily(g.UserData), Identity: instance.IdentityAWSIAM, Role: g.Role,
+		InstanceType: g.InstanceType, AMIFamily: SniffFamily(g.UserData), Identity: instance.IdentityAWSIAM, Role: g.Role,
 		Kubelet: kind, UserData: g.UserData, Zone: g.Zone, ImageID: g.ImageID,
 		Tags: g.Tags, AutoScalingGroup: g.Group,
 		// No SubnetID: every local instance takes its address from the one subnet that
@@ -85,11 +88,24 @@ func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
 	return nil
 }
 
-// sniffFamily tells the AMI family a node's user data is written for, for the record:
-// nodeadm reads every format whatever the family.
-func sniffFamily(userData []byte) nodejoinv1alpha1.AMIFamily {
+// SniffFamily tells the AMI family a node's user data is written for, for the record:
+// nodeadm reads every format whatever the family. Gzip data is looked at inflated.
+func SniffFamily(userData []byte) nodejoinv1alpha1.AMIFamily {
+	if IsGzip(userData) {
+		zr, err := gzip.NewReader(bytes.NewReader(userData))
+		if err == nil {
+			inflated, _ := io.ReadAll(io.LimitReader(zr, userdata.MaxSize))
+			userData = inflated
+		}
+	}
+	trimmed := bytes.TrimSpace(userData)
+	// TOML comments may come before Bottlerocket's settings.
+	for bytes.HasPrefix(trimmed, []byte("#")) && !bytes.HasPrefix(trimmed, []byte("#!")) {
+		_, rest, _ := bytes.Cut(trimmed, []byte("\n"))
+		trimmed = bytes.TrimSpace(rest)
+	}
 	switch {
-	case bytes.HasPrefix(bytes.TrimSpace(userData), []byte("[settings")):
+	case bytes.HasPrefix(trimmed, []byte("[settings")), bytes.HasPrefix(trimmed, []byte("settings.")):
 		return nodejoinv1alpha1.AMIFamilyBottlerocket
 	case bytes.Contains(userData, []byte("/etc/eks/bootstrap.sh")):
 		return nodejoinv1alpha1.AMIFamilyAmazonLinux2

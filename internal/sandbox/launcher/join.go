@@ -29,6 +29,12 @@ type Request struct {
 	// ClaimAddress is another node (name or address) whose address the kubelets claim.
 	ClaimAddress string
 	Timeout      time.Duration
+	// UserData, when set, is the instances' user data instead of the family's: template
+	// text whose UserDataFields Run fills in, or gzip data it passes on untouched; an
+	// empty AMIFamily is then read from it (SniffFamily). UserDataSource names it in
+	// errors.
+	UserData       []byte
+	UserDataSource string
 }
 
 // Node is a node Run launched and how long it took to become Ready.
@@ -97,6 +103,7 @@ func (lr *Launcher) launch(ctx context.Context, o Request, report func(l *launch
 				InstanceType: o.InstanceType, AMIFamily: family, Identity: lr.identity, BootstrapToken: lr.token,
 				Role: NodeRole(lr.prov.ClusterName()), Kubelet: lr.kubelet,
 				KubeletFlags: o.KubeletFlags, CredentialsOf: lr.instanceID(o.CredentialsOf), ClaimAddress: lr.address(o.ClaimAddress),
+				UserData: o.UserData,
 			}
 			inst, err := lr.prov.Start(ctx, spec)
 			l.mu.Lock()
@@ -285,8 +292,24 @@ func (lr *Launcher) address(nameOrIP string) string {
 // Run launches o.Count nodes and waits until they are Ready.
 func (lr *Launcher) Run(ctx context.Context, o Request, rep *progress.Reporter) ([]Node, error) {
 	start := time.Now()
-	rep.Report(progress.Event{Kind: progress.StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s user data)",
-		o.Count, o.InstanceType, lr.kubelet, lr.identity, o.AMIFamily)})
+	if len(o.UserData) > 0 {
+		fields, err := lr.userDataFields(lr.kubelet)
+		if err != nil {
+			return nil, err
+		}
+		if o.UserData, err = RenderUserData(o.UserDataSource, o.UserData, fields); err != nil {
+			return nil, err
+		}
+		if o.AMIFamily == "" {
+			o.AMIFamily = SniffFamily(o.UserData)
+		}
+	}
+	userData := string(o.AMIFamily) + " user data"
+	if len(o.UserData) > 0 {
+		userData += " from " + o.UserDataSource
+	}
+	rep.Report(progress.Event{Kind: progress.StepStarted, Step: fmt.Sprintf("launching %d %s node(s) (%s kubelet, %s identity, %s)",
+		o.Count, o.InstanceType, lr.kubelet, lr.identity, userData)})
 	pr := newJoinProgress(rep, o.Count, lr.bootstrap())
 	ls, launchedAll := lr.launch(ctx, o, func(l *launched, step joinstatus.Step, at time.Time) {
 		if l.state().err != nil {

@@ -66,6 +66,9 @@ type Launcher struct {
 	token     string // bootstrap-token mode; a secret
 	simLogDir string
 	log       *slog.Logger
+	// cluster and hostEndpoint fill the template fields of a user's user data.
+	cluster      instance.ClusterInfo
+	hostEndpoint string
 
 	mu    sync.Mutex
 	roles map[string]bool // Auto Scaling roles whose access entry exists
@@ -119,8 +122,9 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		return nil, err
 	}
 	opts := c.Options()
+	cluster := instance.ClusterInfo{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR}
 	prov, err := instance.New(instance.Config{
-		Cluster: instance.ClusterInfo{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR},
+		Cluster: cluster,
 		// Simulated kubelets run in this process, on the host side of the forwarded port.
 		HostEndpoint: c.Endpoint(),
 		Dir:          filepath.Join(c.StateDir(), "instances"),
@@ -147,7 +151,8 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		return nil, errors.Join(err, prov.Close(ctx))
 	}
 	lr := &Launcher{prov: prov, client: client, dyn: dyn, ctl: cfg.Controller, kubelet: kind, identity: cfg.Identity,
-		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: cfg.Log, roles: map[string]bool{}}
+		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: cfg.Log, roles: map[string]bool{},
+		cluster: cluster, hostEndpoint: c.Endpoint()}
 	switch lr.identity {
 	case instance.IdentityAWSIAM:
 		if err := ensureAccessEntry(ctx, dyn, NodeRole(c.Name()), prov.RoleARN(NodeRole(c.Name()))); err != nil {
