@@ -32,7 +32,7 @@ var Names = []string{KubeProxy, CoreDNS, AWSNode}
 // watches the objects by it and applies them again when they are deleted or changed.
 const Label = "nodejoin.io/addon"
 
-// SimulatedNodeLabel is on the Nodes of simulated kubelets (internal/sandbox/kubeletsim).
+// SimulatedNodeLabel is on the Nodes of simulated kubelets (internal/kubeletsim).
 // Node add-ons keep off them: a simulated node has no network namespace to program, and
 // a thousand of them must not cost a thousand add-on pods.
 const SimulatedNodeLabel = "nodejoin.io/simulated"

@@ -36,7 +36,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/localaws"
-	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 )
 
 // Run runs the benchmark.

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodejoin/nodejoin/internal/localaws"
-	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 )
 
 // counters are the cumulative figures read before, during and after a burst.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 )
 
 // report computes the figures from what was recorded.

@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 )
 
 // Soak defaults.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
-	"github.com/nodejoin/nodejoin/internal/sandbox/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 

@@ -5,7 +5,7 @@
 // local cloud's Auto Scaling groups (Launch, Terminate), and runs their simulated
 // kubelets. It imports the cluster it launches into (controlplane, sandbox/controller),
 // the instance provider (sandbox/instance) and the join readers (sandbox/joinstatus,
-// sandbox/joinlog, sandbox/progress, sandbox/kubeletsim); nothing imports it but the
+// sandbox/joinlog, sandbox/progress, kubeletsim); nothing imports it but the
 // sandbox.
 package launcher
 
