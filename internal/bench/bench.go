@@ -35,8 +35,8 @@ import (
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/identity"
-	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
 // Run runs the benchmark.

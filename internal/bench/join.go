@@ -10,8 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/localaws"
 )
 
 // counters are the cumulative figures read before, during and after a burst.

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
-	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/kubeletsim"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
