@@ -139,3 +139,7 @@ func NewSSM(region string, releases *ReleaseCatalog) *SSM { return ssm.New(regio
 
 // SSM is the SSM service (ssm.SSM).
 type SSM = ssm.SSM
+
+// NewReleaseCatalog returns the EKS-optimized AMI releases the local EC2 lists by
+// default (ec2.NewReleaseCatalog).
+func NewReleaseCatalog(versions ...string) *ReleaseCatalog { return ec2.NewReleaseCatalog(versions...) }

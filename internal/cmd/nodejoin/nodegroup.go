@@ -131,8 +131,10 @@ func connect(name string) (*client.Client, error) {
 // account says where the cluster's groups live, for describe.
 func account(c *client.Client) func() client.Account {
 	return func() client.Account {
+		version := c.ServerVersion()
+		releases, subnets := controller.AccountReleases(controller.DefaultRegion, version)
 		return client.Account{Cluster: c.Cluster, Region: controller.DefaultRegion, AccountID: controller.DefaultAccountID,
-			NodeRole: sandbox.NodeRoleName(c.Cluster), Version: c.ServerVersion()}
+			NodeRole: sandbox.NodeRoleName(c.Cluster), Version: version, Releases: releases, Subnets: subnets}
 	}
 }
 

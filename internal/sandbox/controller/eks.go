@@ -117,3 +117,15 @@ func (r *catalogReleases) ReleaseOf(ami string) (v1alpha1.AMIFamily, string, boo
 	}
 	return v1alpha1.AMIFamily(rel.Family), rel.ReleaseVersion, true
 }
+
+// AccountReleases is the local EC2's AMI release catalog for a cluster's Kubernetes
+// version (major.minor), as the local EKS resolves release versions, and the subnets a
+// group without its own spans: what `nodejoin describe nodegroup` needs to say what EKS
+// DescribeNodegroup says. The catalog is fixed, so it is the running cluster's.
+func AccountReleases(region, version string) (eksbackend.Releases, []string) {
+	var subnets []string
+	for _, s := range localaws.DefaultSubnets(region) {
+		subnets = append(subnets, s.ID)
+	}
+	return &catalogReleases{catalog: localaws.NewReleaseCatalog(), version: version}, subnets
+}
