@@ -280,6 +280,18 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	if ng := describe(); ng.ReleaseVersion != latest || ng.Status != "ACTIVE" {
 		t.Errorf("after the upgrade: %+v", ng)
 	}
+	// nodejoin's own describe is the same view of the same object.
+	var own struct {
+		Nodegroup struct {
+			Status, ReleaseVersion, AmiType string
+			Subnets                         []string
+		}
+	}
+	c.runJSON(false, &own, "describe", "nodegroup", "--cluster", name, "--name", "ng1-public-ssh", "-o", "json")
+	if ng := describe(); own.Nodegroup.ReleaseVersion != ng.ReleaseVersion || own.Nodegroup.AmiType != ng.AmiType ||
+		!slices.Equal(own.Nodegroup.Subnets, ng.Subnets) {
+		t.Errorf("nodejoin describe nodegroup = %+v; EKS says %+v", own.Nodegroup, ng)
+	}
 	var updates struct {
 		UpdateIDs []string `json:"updateIds"`
 	}
