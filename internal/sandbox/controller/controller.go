@@ -302,10 +302,7 @@ func (c *Controller) nodeGroups(cl *controlplane.Cluster, cfg Config) (*nodegrou
 		return nil, fmt.Errorf("reading the cluster CA for node groups' user data: %w", err)
 	}
 	awsCfg := c.cloud.ControllerConfig(cfg.Region)
-	var subnets []string
-	for _, s := range c.cloud.AutoScaling.Subnets() {
-		subnets = append(subnets, s.ID)
-	}
+	subnets := subnetIDs(c.cloud.AutoScaling.Subnets())
 	return &nodegroup.Options{
 		EC2:         ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(c.cloud.EC2URL) }),
 		AutoScaling: autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(c.cloud.AutoScalingURL) }),

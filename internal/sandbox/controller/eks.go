@@ -50,10 +50,7 @@ func (c *Controller) serveEKS(cl *controlplane.Cluster, cfg Config, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster CA for the local EKS: %w", err)
 	}
-	var subnets []string
-	for _, s := range c.cloud.AutoScaling.Subnets() {
-		subnets = append(subnets, s.ID)
-	}
+	subnets := subnetIDs(c.cloud.AutoScaling.Subnets())
 	opts := cl.Options()
 	info := eksbackend.ClusterInfo{
 		Cluster: eksapi.Cluster{
@@ -123,9 +120,15 @@ func (r *catalogReleases) ReleaseOf(ami string) (v1alpha1.AMIFamily, string, boo
 // group without its own spans: what `nodejoin describe nodegroup` needs to say what EKS
 // DescribeNodegroup says. The catalog is fixed, so it is the running cluster's.
 func AccountReleases(region, version string) (eksbackend.Releases, []string) {
-	var subnets []string
-	for _, s := range localaws.DefaultSubnets(region) {
-		subnets = append(subnets, s.ID)
+	return &catalogReleases{catalog: localaws.NewReleaseCatalog(), version: version}, subnetIDs(localaws.DefaultSubnets(region))
+}
+
+// subnetIDs are the IDs of subnets, in order: the node groups' default subnets and
+// DescribeCluster's resourcesVpcConfig name the same ones.
+func subnetIDs(subnets []localaws.Subnet) []string {
+	ids := make([]string, 0, len(subnets))
+	for _, s := range subnets {
+		ids = append(ids, s.ID)
 	}
-	return &catalogReleases{catalog: localaws.NewReleaseCatalog(), version: version}, subnets
+	return ids
 }
