@@ -1,0 +1,4 @@
+package resource
+
+// computeTypes are the compute resource types (to be written).
+func computeTypes(Clients) map[string]Provisioner { return map[string]Provisioner{} }

@@ -1,0 +1,2 @@
+// Package template reads CloudFormation templates (to be written).
+package template
