@@ -38,6 +38,9 @@ type ClusterInfo struct {
 	// Versions are DescribeClusterVersions' answer; empty means the cluster's version
 	// alone, as the default.
 	Versions []eksapi.ClusterVersion
+	// PublicEndpoint, when set, is the endpoint DescribeCluster gives callers from
+	// outside the VPC (eksapi.VPCCaller false); Cluster.Endpoint is the private one.
+	PublicEndpoint string
 }
 
 // Backend serves the local EKS from the cluster's API.
@@ -83,12 +86,16 @@ func (b *Backend) ListClusters(context.Context) ([]string, error) {
 	return []string{b.info.Cluster.Name}, nil
 }
 
-// DescribeCluster is the cluster's info.
-func (b *Backend) DescribeCluster(_ context.Context, name string) (eksapi.Cluster, error) {
+// DescribeCluster is the cluster's info, with the endpoint the caller's network
+// reaches.
+func (b *Backend) DescribeCluster(ctx context.Context, name string) (eksapi.Cluster, error) {
 	if err := b.cluster(name); err != nil {
 		return eksapi.Cluster{}, err
 	}
 	c := b.info.Cluster
+	if b.info.PublicEndpoint != "" && !eksapi.VPCCaller(ctx) {
+		c.Endpoint = b.info.PublicEndpoint
+	}
 	if c.Tags == nil {
 		c.Tags = map[string]string{}
 	}

@@ -1,6 +1,7 @@
 package eksbackend
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,6 +145,22 @@ func TestMinorVersion(t *testing.T) {
 	for in, want := range map[string]string{"1.37": "1.37", "v1.37.2": "1.37", "1.37.0-eks-1": "1.37", "1.37+": "1.37", "1": "1", "": ""} {
 		if got := MinorVersion(in); got != want {
 			t.Errorf("MinorVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// DescribeCluster gives a caller inside the VPC the private endpoint and any other the
+// public one, as EKS resolves an endpoint with both accesses on.
+func TestDescribeClusterEndpointByNetwork(t *testing.T) {
+	info := ClusterInfo{Cluster: eksapi.Cluster{Name: "c1", Endpoint: "https://198.18.0.1:6443"}, PublicEndpoint: "https://127.0.0.1:6443"}
+	b := New(nil, info, nil)
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{{t.Context(), "https://127.0.0.1:6443"}, {eksapi.WithVPCCaller(t.Context()), "https://198.18.0.1:6443"}} {
+		c, err := b.DescribeCluster(tc.ctx, "c1")
+		if err != nil || c.Endpoint != tc.want {
+			t.Errorf("endpoint %q (%v), want %q", c.Endpoint, err, tc.want)
 		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/httpserver"
+	"github.com/nodejoin/nodejoin/internal/eksapi"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/manager"
@@ -150,6 +151,17 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if c.aws, err = writeAWSFiles(cl.StateDir(), cl.Name(), cfg.Region, cl.CAFile(), c.cloud, rec); err != nil {
 		return fail(err)
 	}
+	// The VPC exists from the start, as on AWS: its node-range subnet is there before
+	// the first instance, so that eksctl and the AWS CLI find the VPC of a cluster
+	// that has no node yet. The instance provider finds it there.
+	if opts := cl.Options(); opts.NodeCIDR.IsValid() {
+		if _, ok := c.cloud.EC2.SubnetOf(localaws.DefaultSubnetID); !ok {
+			if err := c.cloud.EC2.AddSubnet(localaws.Subnet{ID: localaws.DefaultSubnetID, VPCID: localaws.DefaultVPCID,
+				AvailabilityZone: cfg.Region + "a", CIDR: opts.NodeCIDR, Tags: map[string]string{"Name": cl.Name()}}); err != nil {
+				return fail(fmt.Errorf("node range %s as the VPC's subnet: %w", opts.NodeCIDR, err))
+			}
+		}
+	}
 	if cfg.Launcher != nil {
 		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
 	}
@@ -171,7 +183,10 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			return fail(fmt.Errorf("listening for the local AWS inside the cluster namespace: %w", err))
 		}
 		c.ec2URL, c.ec2Done = "http://"+addr, make(chan error, 1)
-		srv := &http.Server{Handler: c.cloud.Edge, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		inVPC := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.cloud.Edge.ServeHTTP(w, r.WithContext(eksapi.WithVPCCaller(r.Context())))
+		})
+		srv := &http.Server{Handler: inVPC, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		go func() { c.ec2Done <- httpserver.Serve(ctx, srv, l) }()
 	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})

@@ -59,7 +59,8 @@ func (c *Controller) serveEKS(cl *controlplane.Cluster, cfg Config, log *slog.Lo
 			CreatedAt: eksapi.NewTime(time.Now()),
 			Version:   version,
 			// Nodes reach the API server at its address in the cluster namespace: the
-			// endpoint bootstrap.sh and nodeadm ask EKS for.
+			// endpoint bootstrap.sh and nodeadm ask EKS for. Callers on the host (the
+			// AWS CLI, eksctl) get its loopback address, PublicEndpoint.
 			Endpoint: cl.InternalEndpoint(),
 			RoleArn:  fmt.Sprintf("arn:aws:iam::%s:role/nodejoin-%s-cluster", cfg.AccountID, cl.Name()),
 			ResourcesVpcConfig: eksapi.VpcConfig{
@@ -75,6 +76,7 @@ func (c *Controller) serveEKS(cl *controlplane.Cluster, cfg Config, log *slog.Lo
 			Tags:                    map[string]string{},
 		},
 		Region: cfg.Region, AccountID: cfg.AccountID, NodeRole: cfg.NodeInstanceProfile, Subnets: subnets,
+		PublicEndpoint: cl.Endpoint(),
 	}
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
