@@ -21,7 +21,7 @@ var awsTypes = map[string]*regexp.Regexp{
 	"AWS::EC2::Volume::Id":               regexp.MustCompile(`^vol-[0-9a-zA-Z]+$`),
 	"AWS::EC2::VPC::Id":                  regexp.MustCompile(`^vpc-[0-9a-zA-Z]+$`),
 	"AWS::Route53::HostedZone::Id":       regexp.MustCompile(`^[0-9A-Z]{1,32}$`),
-	"AWS::SSM::Parameter::Name":          regexp.MustCompile(`^.{1,2048}$`),
+	"AWS::SSM::Parameter::Name":          regexp.MustCompile(`^.+$`),
 }
 
 // baseType splits a parameter type into its element type and whether it is a list:
