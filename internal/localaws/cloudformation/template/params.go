@@ -120,11 +120,11 @@ func (t *Template) bindOne(name, value string, ssm func(string) (string, error))
 	}
 	items := []string{value}
 	if isList {
+		// Each item is space-trimmed, as CloudFormation documents for
+		// CommaDelimitedList and does for every list type.
 		items = strings.Split(value, ",")
-		if elem != "String" {
-			for i := range items {
-				items[i] = strings.TrimSpace(items[i])
-			}
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
 		}
 		if value == "" {
 			items = nil
