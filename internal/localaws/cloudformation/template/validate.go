@@ -1,0 +1,575 @@
+package template
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// pseudoParameters are the names Ref resolves without a template declaring them.
+var pseudoParameters = []string{"AWS::AccountId", "AWS::NoValue", "AWS::NotificationARNs", "AWS::Partition", "AWS::Region", "AWS::StackId", "AWS::StackName", "AWS::URLSuffix"}
+
+// functions are the intrinsic functions, in the order CloudFormation lists them when
+// refusing another.
+var functions = []string{"Fn::Base64", "Fn::GetAtt", "Fn::GetAZs", "Fn::ImportValue", "Fn::Join", "Fn::Split", "Fn::FindInMap", "Fn::Select", "Ref", "Fn::Equals", "Fn::If", "Fn::Not", "Condition", "Fn::And", "Fn::Or", "Fn::Sub", "Fn::Cidr"}
+
+// conditionFunctions may stand where a condition is expected.
+var conditionFunctions = []string{"Condition", "Fn::And", "Fn::Equals", "Fn::Not", "Fn::Or"}
+
+// intrinsic returns the function name and argument when v is a function call: an
+// object with a single key that is Ref, Condition (only where a condition may stand)
+// or starts with Fn::.
+func intrinsic(v any, inCondition bool) (string, any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return "", nil, false
+	}
+	for k, arg := range m {
+		if k == "Ref" || strings.HasPrefix(k, "Fn::") || k == "Condition" && inCondition {
+			return k, arg, true
+		}
+	}
+	return "", nil, false
+}
+
+// scope is where an expression stands: which names it may refer to and where the
+// resources it refers to are recorded.
+type scope struct {
+	section     string // "Resources", "Outputs" or "Conditions"
+	inCondition bool
+	deps        map[string]bool // resources referred to (nil: none may be)
+}
+
+// Validate checks the template as CreateStack and ValidateTemplate do before anything
+// is made: every intrinsic function's name and arguments, the targets of Ref, GetAtt,
+// Sub and DependsOn, condition names, mapping names, resource types (supported nil
+// accepts every type), parameter definitions and dependency cycles. Errors are *Error.
+func (t *Template) Validate(supported func(typ string) bool) error {
+	if t.Transform != nil {
+		return formatError("Transform", "Transform is not supported here: macros such as AWS::Serverless are not run; deploy the processed template instead")
+	}
+	var unknown []string
+	for _, id := range sortedKeys(t.Resources) {
+		if typ := t.Resources[id].Type; supported != nil && !supported(typ) && !slices.Contains(unknown, typ) {
+			unknown = append(unknown, typ)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return formatError("", "Unrecognized resource types: [%s]", strings.Join(unknown, ", "))
+	}
+	if err := t.validateParameters(); err != nil {
+		return err
+	}
+	if err := t.validateConditions(); err != nil {
+		return err
+	}
+	deps := map[string][]string{}
+	for _, id := range sortedKeys(t.Resources) {
+		r, path := t.Resources[id], join("Resources", id)
+		if _, clash := t.Parameters[id]; clash {
+			return formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
+		}
+		if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
+			return err
+		}
+		sc := &scope{section: "Resources", deps: map[string]bool{}}
+		for i, d := range r.DependsOn {
+			if _, ok := t.Resources[d]; !ok {
+				return formatError(index(join(path, "DependsOn"), i), "Unresolved resource dependencies [%s] in the Resources block of the template", d)
+			}
+			sc.deps[d] = true
+		}
+		for _, part := range []struct {
+			key string
+			v   map[string]any
+		}{{"Properties", r.Properties}, {"CreationPolicy", r.CreationPolicy}, {"UpdatePolicy", r.UpdatePolicy}, {"Metadata", r.Metadata}} {
+			if part.v != nil {
+				if err := t.check(part.v, join(path, part.key), sc); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range []struct{ key, v string }{{"DeletionPolicy", r.DeletionPolicy}, {"UpdateReplacePolicy", r.UpdateReplacePolicy}} {
+			if p.v != "" && !slices.Contains([]string{"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"}, p.v) {
+				return formatError(join(path, p.key), "Unrecognized %s %s for resource %s; it is one of Delete, Retain, RetainExceptOnCreate and Snapshot", p.key, p.v, id)
+			}
+		}
+		deps[id] = slices.Sorted(maps.Keys(sc.deps))
+	}
+	for _, id := range sortedKeys(t.Outputs) {
+		o, path := t.Outputs[id], join("Outputs", id)
+		if err := t.conditionExists(o.Condition, join(path, "Condition"), "Outputs"); err != nil {
+			return err
+		}
+		sc := &scope{section: "Outputs", deps: map[string]bool{}}
+		if err := t.check(o.Value, join(path, "Value"), sc); err != nil {
+			return err
+		}
+		if o.ExportName != nil {
+			if err := t.check(o.ExportName, join(path, "Export.Name"), sc); err != nil {
+				return err
+			}
+		}
+	}
+	if cycle := cycles(deps); len(cycle) > 0 {
+		return &Error{Message: "Circular dependency between resources: [" + strings.Join(cycle, ", ") + "]"}
+	}
+	t.deps = deps
+	return nil
+}
+
+func (t *Template) validateParameters() error {
+	for _, name := range t.ParameterOrder {
+		p, path := t.Parameters[name], join("Parameters", name)
+		if p.AllowedPattern != "" {
+			if _, err := regexp.Compile(p.AllowedPattern); err != nil {
+				return formatError(join(path, "AllowedPattern"), "Parameter %s has an AllowedPattern that is not a valid regular expression", name)
+			}
+		}
+		if p.MinLength != nil && p.MaxLength != nil && *p.MinLength > *p.MaxLength {
+			return formatError(path, "Parameter %s has a MinLength greater than its MaxLength", name)
+		}
+		if p.MinValue != nil && p.MaxValue != nil && *p.MinValue > *p.MaxValue {
+			return formatError(path, "Parameter %s has a MinValue greater than its MaxValue", name)
+		}
+	}
+	return nil
+}
+
+func (t *Template) conditionExists(name, path, section string) error {
+	if name == "" {
+		return nil
+	}
+	if _, ok := t.Conditions[name]; !ok {
+		return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, section)
+	}
+	return nil
+}
+
+// validateConditions checks every condition expression and that conditions do not
+// refer to each other in a circle.
+func (t *Template) validateConditions() error {
+	refs := map[string][]string{}
+	for _, name := range sortedKeys(t.Conditions) {
+		path := join("Conditions", name)
+		fn, _, ok := intrinsic(t.Conditions[name], true)
+		if !ok || !slices.Contains(conditionFunctions, fn) {
+			return formatError(path, "Condition %s must be one of the condition functions Fn::And, Fn::Equals, Fn::Not, Fn::Or and Condition", name)
+		}
+		if err := t.check(t.Conditions[name], path, &scope{section: "Conditions", inCondition: true}); err != nil {
+			return err
+		}
+		refs[name] = conditionRefs(t.Conditions[name], nil)
+	}
+	if cycle := cycles(refs); len(cycle) > 0 {
+		return formatError("Conditions", "Circular condition dependency between conditions: [%s]", strings.Join(cycle, ", "))
+	}
+	return nil
+}
+
+// conditionRefs lists the conditions an expression names (Condition and Fn::If).
+func conditionRefs(v any, acc []string) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		if c, ok := v["Condition"].(string); ok && len(v) == 1 {
+			acc = append(acc, c)
+		}
+		if args, ok := v["Fn::If"].([]any); ok && len(v) == 1 && len(args) > 0 {
+			if c, ok := args[0].(string); ok {
+				acc = append(acc, c)
+			}
+		}
+		for _, k := range sortedKeys(v) {
+			acc = conditionRefs(v[k], acc)
+		}
+	case []any:
+		for _, e := range v {
+			acc = conditionRefs(e, acc)
+		}
+	}
+	return acc
+}
+
+// check walks an expression, checking each function call.
+func (t *Template) check(v any, path string, sc *scope) error {
+	if fn, arg, ok := intrinsic(v, sc.inCondition); ok {
+		return t.checkFunction(fn, arg, join(path, fn), sc)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(v) {
+			if err := t.check(v[k], join(path, k), sc); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := t.check(e, index(path, i), sc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// refTarget checks a name Ref or Sub refers to and records a resource dependency.
+func (t *Template) refTarget(name, path string, sc *scope) error {
+	if _, ok := t.Parameters[name]; ok || slices.Contains(pseudoParameters, name) {
+		return nil
+	}
+	if _, ok := t.Resources[name]; ok {
+		if sc.section == "Conditions" {
+			return formatError(path, "Unresolved dependencies [%s]. Cannot reference resources in the Conditions block of the template", name)
+		}
+		if sc.deps != nil {
+			sc.deps[name] = true
+		}
+		return nil
+	}
+	return formatError(path, "Unresolved resource dependencies [%s] in the %s block of the template", name, sc.section)
+}
+
+// getAttTarget checks the resource GetAtt (or a Sub's ${R.A}) names.
+func (t *Template) getAttTarget(fn, name, path string, sc *scope) error {
+	if _, ok := t.Resources[name]; !ok {
+		return templateError(path, "instance of %s references undefined resource %s", fn, name)
+	}
+	if sc.section == "Conditions" {
+		return formatError(path, "Unresolved dependencies [%s]. Cannot reference resources in the Conditions block of the template", name)
+	}
+	if sc.deps != nil {
+		sc.deps[name] = true
+	}
+	return nil
+}
+
+// list returns arg as a list of n items (n < 0: any length) or ok false.
+func list(arg any, n int) ([]any, bool) {
+	l, ok := arg.([]any)
+	return l, ok && (n < 0 || len(l) == n)
+}
+
+// isCall reports whether v is a function call (which may stand for a list or string).
+func isCall(v any) bool {
+	_, _, ok := intrinsic(v, true)
+	return ok
+}
+
+// checkArgs checks each argument of a call.
+func (t *Template) checkArgs(args []any, path string, sc *scope) error {
+	for i, a := range args {
+		if err := t.check(a, index(path, i), sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Template) checkFunction(fn string, arg any, path string, sc *scope) error {
+	switch fn {
+	case "Ref":
+		name, ok := arg.(string)
+		if !ok || name == "" {
+			return formatError(path, "Every Ref object must have a single String value.")
+		}
+		return t.refTarget(name, path, sc)
+	case "Fn::GetAtt":
+		args, ok := list(arg, 2)
+		res, _ := getAttResource(args)
+		if !ok || res == "" || args[1] == "" || !isString(args[1]) && !isCall(args[1]) {
+			return templateError(path, "every Fn::GetAtt object requires two non-empty parameters, the resource name and the attribute name")
+		}
+		if err := t.check(args[1], index(path, 1), sc); err != nil {
+			return err
+		}
+		return t.getAttTarget(fn, res, path, sc)
+	case "Fn::Sub":
+		return t.checkSub(arg, path, sc)
+	case "Fn::Join":
+		args, ok := list(arg, 2)
+		if !ok || !isString(args[0]) || !isList(args[1]) && !isCall(args[1]) {
+			return templateError(path, "every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
+		}
+		return t.checkArgs(args, path, sc)
+	case "Fn::Split":
+		args, ok := list(arg, 2)
+		if !ok || !isString(args[0]) || args[0] == "" || !isString(args[1]) && !isCall(args[1]) {
+			return templateError(path, "every Fn::Split object requires two parameters, (1) a non-empty string delimiter and (2) a string to be split or a function that returns a string to be split.")
+		}
+		return t.checkArgs(args, path, sc)
+	case "Fn::Select":
+		args, ok := list(arg, 2)
+		if ok && isString(args[0]) {
+			n, err := atoi(args[0].(string))
+			ok = err == nil && n >= 0
+		}
+		if !ok || !isString(args[0]) && !isCall(args[0]) || !isList(args[1]) && !isCall(args[1]) {
+			return templateError(path, "Fn::Select requires a list argument with two elements: a non-negative integer index and a list of values or a function that returns one")
+		}
+		return t.checkArgs(args, path, sc)
+	case "Fn::If":
+		args, ok := list(arg, 3)
+		if !ok || !isString(args[0]) {
+			return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
+		}
+		if _, ok := t.Conditions[args[0].(string)]; !ok {
+			return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
+		}
+		return t.checkArgs(args[1:], path, sc)
+	case "Fn::Equals":
+		args, ok := list(arg, 2)
+		if !ok {
+			return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
+		}
+		return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps})
+	case "Fn::Not", "Fn::And", "Fn::Or":
+		return t.checkBoolean(fn, arg, path, sc)
+	case "Condition":
+		name, ok := arg.(string)
+		if !ok {
+			return templateError(path, "Condition requires a single string value, the condition's name")
+		}
+		if _, ok := t.Conditions[name]; !ok {
+			return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, sc.section)
+		}
+		return nil
+	case "Fn::FindInMap":
+		args, ok := list(arg, 3)
+		if !ok {
+			return templateError(path, "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
+		}
+		for i, a := range args {
+			if !isString(a) && !isCall(a) {
+				return templateError(index(path, i), "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
+			}
+		}
+		if name, ok := args[0].(string); ok {
+			if _, ok := t.Mappings[name]; !ok {
+				return templateError(index(path, 0), "Mapping named '%s' is not present in the 'Mappings' section of template.", name)
+			}
+		}
+		return t.checkArgs(args, path, sc)
+	case "Fn::Base64", "Fn::GetAZs", "Fn::ImportValue":
+		if !isString(arg) && !isCall(arg) {
+			return templateError(path, "%s requires a single string value or a function that returns one", fn)
+		}
+		return t.check(arg, path, sc)
+	case "Fn::Cidr":
+		args, ok := list(arg, 3)
+		if !ok {
+			return templateError(path, "Fn::Cidr requires a list argument with three elements: an IP block, the count of subnets and the subnet mask's host bits")
+		}
+		return t.checkArgs(args, path, sc)
+	}
+	return templateError(path, "Encountered unsupported function: %s Supported functions are: [%s]", fn, strings.Join(functions, ", "))
+}
+
+// checkBoolean checks Fn::Not (one condition) and Fn::And/Fn::Or (2 to 10).
+func (t *Template) checkBoolean(fn string, arg any, path string, sc *scope) error {
+	args, ok := list(arg, -1)
+	if fn == "Fn::Not" && (!ok || len(args) != 1) {
+		return templateError(path, "Fn::Not requires a list argument with one condition")
+	}
+	if fn != "Fn::Not" && (!ok || len(args) < 2 || len(args) > 10) {
+		return templateError(path, "every %s object requires a list of at least 2 and at most 10 conditions", fn)
+	}
+	inner := &scope{section: sc.section, inCondition: true, deps: sc.deps}
+	for i, a := range args {
+		name, _, ok := intrinsic(a, true)
+		if !ok || !slices.Contains(conditionFunctions, name) {
+			return templateError(index(path, i), "%s takes conditions: Fn::And, Fn::Equals, Fn::Not, Fn::Or or Condition functions", fn)
+		}
+		if err := t.check(a, index(path, i), inner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getAttResource returns the resource of a GetAtt's arguments.
+func getAttResource(args []any) (string, bool) {
+	if len(args) == 0 {
+		return "", false
+	}
+	s, ok := args[0].(string)
+	return s, ok
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+func isList(v any) bool {
+	_, ok := v.([]any)
+	return ok
+}
+
+// subVarName is what a Fn::Sub variable may be called.
+var subVarName = regexp.MustCompile(`^[A-Za-z0-9_.:]+$`)
+
+func (t *Template) checkSub(arg any, path string, sc *scope) error {
+	format, vars, ok := subArgs(arg)
+	if !ok {
+		return templateError(path, "One or more Fn::Sub intrinsic functions don't specify expected arguments. Specify a string as first argument, and an optional second argument to specify a mapping of values to replace in the string")
+	}
+	for _, k := range sortedKeys(vars) {
+		if err := t.check(vars[k], join(path, k), sc); err != nil {
+			return err
+		}
+	}
+	for _, part := range parseSub(format) {
+		if !part.isVar {
+			continue
+		}
+		name := part.text
+		if !subVarName.MatchString(name) {
+			return templateError(path, "variable names in Fn::Sub syntax must contain only alphanumeric characters, underscores, periods, and colons")
+		}
+		if _, ok := vars[name]; ok {
+			continue
+		}
+		if _, ok := t.Parameters[name]; ok || slices.Contains(pseudoParameters, name) {
+			continue
+		}
+		if res, attr, dotted := strings.Cut(name, "."); dotted && attr != "" {
+			if err := t.getAttTarget("Fn::Sub", res, path, sc); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := t.refTarget(name, path, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subArgs splits Fn::Sub's argument: a format string, or [format, variables].
+func subArgs(arg any) (string, map[string]any, bool) {
+	if s, ok := arg.(string); ok {
+		return s, nil, true
+	}
+	args, ok := list(arg, 2)
+	if !ok {
+		return "", nil, false
+	}
+	format, ok1 := args[0].(string)
+	vars, ok2 := args[1].(map[string]any)
+	return format, vars, ok1 && ok2
+}
+
+// subPart is a literal run or a ${variable} of a Fn::Sub format.
+type subPart struct {
+	text  string
+	isVar bool
+}
+
+// parseSub splits a Fn::Sub format: "${Name}" is a variable, "${!Text}" the literal
+// "${Text}", and a "${" without a closing brace is literal text.
+func parseSub(format string) []subPart {
+	var parts []subPart
+	var lit strings.Builder
+	for {
+		i := strings.Index(format, "${")
+		if i < 0 {
+			lit.WriteString(format)
+			break
+		}
+		end := strings.IndexByte(format[i:], '}')
+		if end < 0 {
+			lit.WriteString(format)
+			break
+		}
+		lit.WriteString(format[:i])
+		inner := format[i+2 : i+end]
+		if strings.HasPrefix(inner, "!") {
+			lit.WriteString("${" + inner[1:] + "}")
+		} else {
+			if lit.Len() > 0 {
+				parts = append(parts, subPart{text: lit.String()})
+				lit.Reset()
+			}
+			parts = append(parts, subPart{text: strings.TrimSpace(inner), isVar: true})
+		}
+		format = format[i+end+1:]
+	}
+	if lit.Len() > 0 {
+		parts = append(parts, subPart{text: lit.String()})
+	}
+	return parts
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// cycles returns the nodes of a dependency graph that lie on a cycle, sorted; none
+// when the graph is acyclic.
+func cycles(deps map[string][]string) []string {
+	var out []string
+	for _, n := range sortedKeys(deps) {
+		if reaches(deps, n, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// reaches reports whether to is reachable from from along one or more edges.
+func reaches(deps map[string][]string, from, to string) bool {
+	seen := map[string]bool{}
+	stack := slices.Clone(deps[from])
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == to {
+			return true
+		}
+		if !seen[n] {
+			seen[n] = true
+			stack = append(stack, deps[n]...)
+		}
+	}
+	return false
+}
+
+// Order is the resources' creation order: each after its dependencies (Ref, GetAtt,
+// Sub references and DependsOn), ties by logical ID; deletion is the reverse. Only
+// valid after Validate succeeded.
+func (t *Template) Order() []string {
+	if t.deps == nil {
+		return nil
+	}
+	done := map[string]bool{}
+	var order []string
+	ids := sortedKeys(t.Resources)
+	for len(order) < len(ids) {
+		progressed := false
+		for _, id := range ids {
+			if done[id] {
+				continue
+			}
+			ready := true
+			for _, d := range t.deps[id] {
+				ready = ready && done[d]
+			}
+			if ready {
+				done[id] = true
+				order = append(order, id)
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			break // a cycle, which Validate refuses
+		}
+	}
+	return order
+}
+
+// DependsOn returns a resource's direct dependencies, sorted. Only valid after
+// Validate succeeded.
+func (t *Template) DependsOn(logicalID string) []string {
+	return slices.Clone(t.deps[logicalID])
+}
