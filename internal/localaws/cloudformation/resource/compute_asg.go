@@ -171,7 +171,7 @@ func (t *asgType) Update(ctx context.Context, c *Call, old Result, oldProps map[
 		return Result{}, ErrReplace
 	}
 	if !reflect.DeepEqual(c.Properties["Tags"], oldProps["Tags"]) {
-		return Result{}, fmt.Errorf("Resource handler returned message: \"Changing the Tags of Auto Scaling group %s is not supported by the local Auto Scaling (it has no CreateOrUpdateTags); replace the group by giving it another AutoScalingGroupName\"", old.PhysicalID) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return Result{}, handlerErrorf("Resource handler returned message: \"Changing the Tags of Auto Scaling group %s is not supported by the local Auto Scaling (it has no CreateOrUpdateTags); replace the group by giving it another AutoScalingGroupName\"", old.PhysicalID)
 	}
 	rolling, err := readRollingPolicy(c)
 	if err != nil {
@@ -248,10 +248,10 @@ func pollUntil(ctx context.Context, limit time.Duration, what string, cond func(
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Resource handler returned message: \"Timed out after %s waiting for %s (%s)\" (HandlerErrorCode: NotStabilized)", limit, what, state) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return handlerErrorf("Resource handler returned message: \"Timed out after %s waiting for %s (%s)\" (HandlerErrorCode: NotStabilized)", limit, what, state)
 		}
 		if err := sleepCtx(ctx, pollInterval); err != nil {
-			return fmt.Errorf("Resource handler returned message: \"Stopped waiting for %s: %w (%s)\"", what, err, state) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return handlerErrorf("Resource handler returned message: \"Stopped waiting for %s: %w (%s)\"", what, err, state)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (s *fakeSignals) Wait(ctx context.Context, _ time.Time, count int, accept f
 	s.mu.Unlock()
 	switch {
 	case s.mode == "failure" && len(ok) > 0:
-		return fmt.Errorf("Received FAILURE signal with UniqueId %s: the node did not join: kubelet exited", ok[0]) //nolint:revive,staticcheck // the engine's wording.
+		return handlerErrorf("Received FAILURE signal with UniqueId %s: the node did not join: kubelet exited", ok[0])
 	case s.mode == "success" && len(ok) >= count:
 		return nil
 	}
@@ -127,7 +127,7 @@ func (s *fakeSignals) Wait(ctx context.Context, _ time.Time, count int, accept f
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(timeout):
-		return fmt.Errorf("Received 0 SUCCESS signal(s) out of %d.", count) //nolint:revive,staticcheck // the engine's wording.
+		return handlerErrorf("Received 0 SUCCESS signal(s) out of %d.", count)
 	}
 }
 

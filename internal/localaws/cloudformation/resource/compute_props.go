@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -41,7 +42,7 @@ func newPropReader(c *Call) *propReader { return &propReader{logicalID: c.Logica
 // fail records the first fault, at path (such as #/LaunchTemplate/Version).
 func (p *propReader) fail(path, format string, args ...any) {
 	if p.err == nil {
-		p.err = fmt.Errorf("Properties validation failed for resource %s with message: %s: %s", p.logicalID, path, fmt.Sprintf(format, args...)) //nolint:revive,staticcheck // CloudFormation's message, capitalised as AWS writes it.
+		p.err = handlerErrorf("Properties validation failed for resource %s with message: %s: %s", p.logicalID, path, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -246,6 +247,24 @@ type handlerError struct {
 }
 
 func (e *handlerError) Error() string { return e.msg }
+
+// handlerErrorf is a handlerError of a message in CloudFormation's words (capitalised
+// and punctuated as AWS writes them); %w wraps as fmt.Errorf does.
+func handlerErrorf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &handlerError{msg: err.Error(), err: errors.Unwrap(err)}
+}
+
+// toInt32 is n as an int32, clamped (sizes and counts are far smaller).
+func toInt32(n int) int32 {
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	if n < math.MinInt32 {
+		return math.MinInt32
+	}
+	return int32(n)
+}
 func (e *handlerError) Unwrap() error { return e.err }
 
 // apiFailure says what a service answered a call; a failure to reach the service is

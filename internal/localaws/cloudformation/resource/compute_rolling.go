@@ -136,7 +136,7 @@ func (r *rollingUpdate) state(ctx context.Context) (groupState, *astypes.AutoSca
 		return groupState{}, nil, err
 	}
 	if g == nil {
-		return groupState{}, nil, fmt.Errorf("Resource handler returned message: \"Auto Scaling group %s no longer exists\" (HandlerErrorCode: NotFound)", r.group) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return groupState{}, nil, handlerErrorf("Resource handler returned message: \"Auto Scaling group %s no longer exists\" (HandlerErrorCode: NotFound)", r.group)
 	}
 	s := groupState{terminating: map[string]bool{}, all: map[string]bool{}}
 	for _, in := range g.Instances {
@@ -169,7 +169,7 @@ func (r *rollingUpdate) resolveTarget(ctx context.Context, g *astypes.AutoScalin
 		spec = g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
 	}
 	if spec == nil {
-		return fmt.Errorf("Resource handler returned message: \"Auto Scaling group %s has no launch template\"", r.group) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return handlerErrorf("Resource handler returned message: \"Auto Scaling group %s has no launch template\"", r.group)
 	}
 	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{aws.ToString(spec.Version)}}
 	if id := aws.ToString(spec.LaunchTemplateId); id != "" {
@@ -185,7 +185,7 @@ func (r *rollingUpdate) resolveTarget(ctx context.Context, g *astypes.AutoScalin
 		return apiFailure("Ec2", err)
 	}
 	if len(out.LaunchTemplateVersions) != 1 {
-		return fmt.Errorf("Resource handler returned message: \"launch template version %s of Auto Scaling group %s was not found\"", aws.ToString(spec.Version), r.group) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return handlerErrorf("Resource handler returned message: \"launch template version %s of Auto Scaling group %s was not found\"", aws.ToString(spec.Version), r.group)
 	}
 	v := out.LaunchTemplateVersions[0]
 	r.targetID, r.targetVersion = aws.ToString(v.LaunchTemplateId), strconv.FormatInt(aws.ToInt64(v.VersionNumber), 10)
@@ -210,8 +210,8 @@ func (r *rollingUpdate) run(ctx context.Context) (err error) {
 	}
 	r.origMin, r.origMax, r.desired = aws.ToInt32(g.MinSize), aws.ToInt32(g.MaxSize), aws.ToInt32(g.DesiredCapacity)
 	pol := r.policy
-	if int32(pol.minInService) >= r.origMax {
-		return fmt.Errorf("MinInstancesInService (%d) must be less than the Auto Scaling group's MaxSize (%d): lower UpdatePolicy's AutoScalingRollingUpdate MinInstancesInService or raise MaxSize", pol.minInService, r.origMax) //nolint:revive,staticcheck // CloudFormation's message.
+	if toInt32(pol.minInService) >= r.origMax {
+		return handlerErrorf("MinInstancesInService (%d) must be less than the Auto Scaling group's MaxSize (%d): lower UpdatePolicy's AutoScalingRollingUpdate MinInstancesInService or raise MaxSize", pol.minInService, r.origMax)
 	}
 	total := len(s.obsolete)
 	msg := fmt.Sprintf("Rolling update initiated. Terminating %d obsolete instance(s) in batches of %d, while keeping at least %d instance(s) in service.", total, pol.maxBatch, pol.minInService)
@@ -243,7 +243,7 @@ func (r *rollingUpdate) run(ctx context.Context) (err error) {
 		current := aws.ToInt32(g.DesiredCapacity)
 		b := min(pol.maxBatch, len(s.obsolete), int(current)-pol.minInService)
 		if b <= 0 {
-			return fmt.Errorf("Resource handler returned message: \"cannot terminate obsolete instances of %s while keeping at least %d instance(s) in service with a desired capacity of %d\"", r.group, pol.minInService, current) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return handlerErrorf("Resource handler returned message: \"cannot terminate obsolete instances of %s while keeping at least %d instance(s) in service with a desired capacity of %d\"", r.group, pol.minInService, current)
 		}
 		replace := min(b, max(0, int(r.desired)-len(s.upToDate)))
 		if err := r.batch(ctx, s, s.obsolete[:b], replace); err != nil {
@@ -267,7 +267,7 @@ func (r *rollingUpdate) run(ctx context.Context) (err error) {
 // MinInstancesInService in service, and waits for the added instances.
 func (r *rollingUpdate) raiseIfNeeded(ctx context.Context, s groupState) error {
 	pol := r.policy
-	k := int32(pol.minInService + min(pol.maxBatch, len(s.obsolete)))
+	k := toInt32(pol.minInService + min(pol.maxBatch, len(s.obsolete)))
 	if k <= r.desired {
 		return nil
 	}

@@ -2,6 +2,7 @@ package resource
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -34,10 +35,18 @@ func TestParseISODuration(t *testing.T) {
 	}
 }
 
+// rolled is what a rolling update did: its error, its events, the signal waits and
+// the group's name.
+type rolled struct {
+	err    error
+	events []string
+	waits  []signalWait
+	group  string
+}
+
 // rolling creates a group of desired instances at version 1 and updates it to version
-// 2 under policy, with signals answering as mode; it returns the update's error, its
-// events, the signal waits and the group's name.
-func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode string) (error, []string, []signalWait, string) { //nolint:revive // the error is what the cases compare.
+// 2 under policy, with signals answering as mode.
+func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode string) rolled {
 	t.Helper()
 	ctx := context.Background()
 	lt := e.template(t, 2)
@@ -57,10 +66,10 @@ func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode 
 	c2.UpdatePolicy = map[string]any{"AutoScalingRollingUpdate": policy}
 	c2.Signals = sig
 	_, err = p.Update(ctx, c2, res, props)
-	return err, ev.list(), sig.calls(), res.PhysicalID
+	return rolled{err, ev.list(), sig.calls(), res.PhysicalID}
 }
 
-func id(n int) string { return "i-" + strings.Repeat("0", 16) + string(rune('0'+n)) }
+func id(n int) string { return fmt.Sprintf("i-%017x", n) }
 
 func TestRollingUpdate(t *testing.T) {
 	const waiting = "UPDATE_IN_PROGRESS New instance(s) added to autoscaling group - Waiting on 1 resource signal(s) with a timeout of PT5M."
@@ -121,7 +130,8 @@ func TestRollingUpdate(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			err, events, waits, name := rolling(t, e, tc.sizes, tc.policy, "success")
+			r := rolling(t, e, tc.sizes, tc.policy, "success")
+			err, events, waits, name := r.err, r.events, r.waits, r.group
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +195,8 @@ func TestRollingUpdateFails(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			err, events, _, _ := rolling(t, e, [3]string{"1", "3", "2"}, tc.policy, tc.mode)
+			r := rolling(t, e, [3]string{"1", "3", "2"}, tc.policy, tc.mode)
+			err, events := r.err, r.events
 			if err == nil {
 				t.Fatalf("the update succeeded; events %v", events)
 			}

@@ -103,7 +103,7 @@ func (t *accessEntryType) Update(ctx context.Context, c *Call, old Result, oldPr
 		}
 	}
 	if !reflect.DeepEqual(c.Properties["Tags"], oldProps["Tags"]) {
-		return Result{}, fmt.Errorf("Resource handler returned message: \"Changing the Tags of access entry %s is not supported by the local EKS (it has no TagResource)\"", old.PhysicalID) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return Result{}, handlerErrorf("Resource handler returned message: \"Changing the Tags of access entry %s is not supported by the local EKS (it has no TagResource)\"", old.PhysicalID)
 	}
 	cluster, principal := np.in.ClusterName, np.in.PrincipalArn
 	if !reflect.DeepEqual(np.in.KubernetesGroups, op.in.KubernetesGroups) || !reflect.DeepEqual(np.in.Username, op.in.Username) {

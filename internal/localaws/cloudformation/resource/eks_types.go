@@ -162,7 +162,7 @@ func (t *nodegroupType) awaitStatus(ctx context.Context, cluster, name, want str
 		case want:
 			return true, st, nil
 		case "CREATE_FAILED", "DELETE_FAILED", "DEGRADED":
-			return false, st, fmt.Errorf("Resource handler returned message: \"Nodegroup %s in cluster %s is %s: %s\" (HandlerErrorCode: NotStabilized)", name, cluster, st, issues(ng)) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return false, st, handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is %s: %s\" (HandlerErrorCode: NotStabilized)", name, cluster, st, issues(ng))
 		default:
 			return false, st, nil
 		}
@@ -192,7 +192,7 @@ func (t *nodegroupType) Update(ctx context.Context, c *Call, old Result, oldProp
 		return Result{}, ErrReplace
 	}
 	if !reflect.DeepEqual(c.Properties["Tags"], oldProps["Tags"]) {
-		return Result{}, fmt.Errorf("Resource handler returned message: \"Changing the Tags of node group %s is not supported by the local EKS (it has no TagResource); give the node group another NodegroupName to replace it\"", old.PhysicalID) //nolint:revive,staticcheck // CloudFormation's message shape.
+		return Result{}, handlerErrorf("Resource handler returned message: \"Changing the Tags of node group %s is not supported by the local EKS (it has no TagResource); give the node group another NodegroupName to replace it\"", old.PhysicalID)
 	}
 	cluster, name := splitNodegroupID(old.PhysicalID)
 	if cfg, changed := configUpdate(np.in, op.in); changed {
@@ -205,18 +205,8 @@ func (t *nodegroupType) Update(ctx context.Context, c *Call, old Result, oldProp
 			return Result{}, err
 		}
 	}
-	ver := &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name), Force: np.force}
-	changed := false
-	if !reflect.DeepEqual(np.in.Version, op.in.Version) && np.in.Version != nil {
-		ver.Version, changed = np.in.Version, true
-	}
-	if !reflect.DeepEqual(np.in.ReleaseVersion, op.in.ReleaseVersion) && np.in.ReleaseVersion != nil {
-		ver.ReleaseVersion, changed = np.in.ReleaseVersion, true
-	}
-	if nlt != nil && aws.ToString(nlt.Version) != aws.ToString(olt.Version) {
-		ver.LaunchTemplate, changed = nlt, true
-	}
-	if changed {
+	if ver, changed := versionUpdate(np, op); changed {
+		ver.ClusterName, ver.NodegroupName = aws.String(cluster), aws.String(name)
 		out, err := t.cl.EKS.UpdateNodegroupVersion(ctx, ver)
 		if err != nil {
 			return Result{}, apiFailure("Eks", err)
@@ -230,6 +220,22 @@ func (t *nodegroupType) Update(ctx context.Context, c *Call, old Result, oldProp
 		return Result{}, err
 	}
 	return nodegroupResult(ng), nil
+}
+
+// versionUpdate is the UpdateNodegroupVersion that takes a group from o to n.
+func versionUpdate(n, o nodegroupProps) (*eks.UpdateNodegroupVersionInput, bool) {
+	ver := &eks.UpdateNodegroupVersionInput{Force: n.force}
+	changed := false
+	if !reflect.DeepEqual(n.in.Version, o.in.Version) && n.in.Version != nil {
+		ver.Version, changed = n.in.Version, true
+	}
+	if !reflect.DeepEqual(n.in.ReleaseVersion, o.in.ReleaseVersion) && n.in.ReleaseVersion != nil {
+		ver.ReleaseVersion, changed = n.in.ReleaseVersion, true
+	}
+	if lt := n.in.LaunchTemplate; lt != nil && o.in.LaunchTemplate != nil && aws.ToString(lt.Version) != aws.ToString(o.in.LaunchTemplate.Version) {
+		ver.LaunchTemplate, changed = lt, true
+	}
+	return ver, changed
 }
 
 // configUpdate is the UpdateNodegroupConfig that takes a group from o to n.
@@ -295,7 +301,7 @@ func (t *nodegroupType) awaitUpdate(ctx context.Context, cluster, name string, u
 			for _, e := range out.Update.Errors {
 				errs = append(errs, fmt.Sprintf("ErrorDetail(ErrorCode=%s, ErrorMessage=%s, ResourceIds=[%s])", e.ErrorCode, aws.ToString(e.ErrorMessage), strings.Join(e.ResourceIds, ", ")))
 			}
-			return false, string(st), fmt.Errorf("Resource handler returned message: \"Update %s of nodegroup %s is %s: [%s]\" (HandlerErrorCode: NotStabilized)", id, name, st, strings.Join(errs, ", ")) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return false, string(st), handlerErrorf("Resource handler returned message: \"Update %s of nodegroup %s is %s: [%s]\" (HandlerErrorCode: NotStabilized)", id, name, st, strings.Join(errs, ", "))
 		default:
 			return false, string(st), nil
 		}
@@ -324,7 +330,7 @@ func (t *nodegroupType) Delete(ctx context.Context, _ *Call, r Result) error {
 			return false, "", apiFailure("Eks", err)
 		}
 		if out.Nodegroup.Status == ekstypes.NodegroupStatusDeleteFailed {
-			return false, "", fmt.Errorf("Resource handler returned message: \"Nodegroup %s in cluster %s is DELETE_FAILED: %s\"", name, cluster, issues(out.Nodegroup)) //nolint:revive,staticcheck // CloudFormation's message shape.
+			return false, "", handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is DELETE_FAILED: %s\"", name, cluster, issues(out.Nodegroup))
 		}
 		return false, string(out.Nodegroup.Status), nil
 	})
