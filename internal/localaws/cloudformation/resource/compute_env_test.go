@@ -37,11 +37,18 @@ type fakeLauncher struct {
 	launched   []localas.LaunchSpec
 	ids        []string
 	terminated []string
+	// fail, when set, refuses the launches it returns an error for.
+	fail func(localas.LaunchSpec) error
 }
 
 func (f *fakeLauncher) Launch(_ context.Context, spec localas.LaunchSpec) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail != nil {
+		if err := f.fail(spec); err != nil {
+			return "", err
+		}
+	}
 	f.n++
 	id := fmt.Sprintf("i-%017x", f.n)
 	if err := f.ec2.Launch(localec2.Instance{ID: id, Type: spec.InstanceType, AvailabilityZone: spec.AvailabilityZone,
@@ -51,6 +58,12 @@ func (f *fakeLauncher) Launch(_ context.Context, spec localas.LaunchSpec) (strin
 	f.launched = append(f.launched, spec)
 	f.ids = append(f.ids, id)
 	return id, nil
+}
+
+func (f *fakeLauncher) setFail(fn func(localas.LaunchSpec) error) {
+	f.mu.Lock()
+	f.fail = fn
+	f.mu.Unlock()
 }
 
 func (f *fakeLauncher) Terminate(_ context.Context, id string) error {

@@ -125,9 +125,12 @@ type rollingUpdate struct {
 // groupState is what a rolling update sees of the group's instances.
 type groupState struct {
 	upToDate, obsolete []string // in service or pending, by instance ID
-	terminating        map[string]bool
 	all                map[string]bool
 	inServiceNew       int
+	// desired is the group's desired capacity; settled says every launch and
+	// termination toward it is done (as many instances as desired, none terminating).
+	desired int32
+	settled bool
 }
 
 func (r *rollingUpdate) state(ctx context.Context) (groupState, *astypes.AutoScalingGroup, error) {
@@ -138,17 +141,21 @@ func (r *rollingUpdate) state(ctx context.Context) (groupState, *astypes.AutoSca
 	if g == nil {
 		return groupState{}, nil, handlerErrorf("Resource handler returned message: \"Auto Scaling group %s no longer exists\" (HandlerErrorCode: NotFound)", r.group)
 	}
-	s := groupState{terminating: map[string]bool{}, all: map[string]bool{}}
+	s := groupState{all: map[string]bool{}, desired: aws.ToInt32(g.DesiredCapacity)}
+	terminating := 0
 	for _, in := range g.Instances {
 		id := aws.ToString(in.InstanceId)
 		s.all[id] = true
 		switch in.LifecycleState {
 		case astypes.LifecycleStateTerminating, astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateTerminatingProceed, astypes.LifecycleStateTerminated:
-			s.terminating[id] = true
+			terminating++
 			continue
 		}
+		// An instance is obsolete when it runs another launch template (version) or sits
+		// in a zone the group no longer uses, as CloudFormation replaces both.
 		lt := in.LaunchTemplate
-		if lt != nil && aws.ToString(lt.LaunchTemplateId) == r.targetID && aws.ToString(lt.Version) == r.targetVersion {
+		if lt != nil && aws.ToString(lt.LaunchTemplateId) == r.targetID && aws.ToString(lt.Version) == r.targetVersion &&
+			slices.Contains(g.AvailabilityZones, aws.ToString(in.AvailabilityZone)) {
 			s.upToDate = append(s.upToDate, id)
 			if in.LifecycleState == astypes.LifecycleStateInService {
 				s.inServiceNew++
@@ -159,7 +166,41 @@ func (r *rollingUpdate) state(ctx context.Context) (groupState, *astypes.AutoSca
 	}
 	slices.Sort(s.upToDate)
 	slices.Sort(s.obsolete)
+	s.settled = terminating == 0 && len(s.upToDate)+len(s.obsolete) == int(s.desired)
 	return s, g, nil
+}
+
+// settle waits until the group's launches and terminations toward its desired capacity
+// are done, and says the group then.
+func (r *rollingUpdate) settle(ctx context.Context) (groupState, *astypes.AutoScalingGroup, error) {
+	var s groupState
+	var g *astypes.AutoScalingGroup
+	err := pollUntil(ctx, asgWaitLimit, "Auto Scaling group "+r.group+" to reach its desired capacity", func() (bool, string, error) {
+		var err error
+		if s, g, err = r.state(ctx); err != nil {
+			return false, "", err
+		}
+		return s.settled, fmt.Sprintf("%d of %d instance(s)", len(s.upToDate)+len(s.obsolete), s.desired), nil
+	})
+	return s, g, r.withLastFailure(ctx, err)
+}
+
+// withLastFailure adds to a failed wait the group's last failed scaling activity (why
+// its instances did not launch, say).
+func (r *rollingUpdate) withLastFailure(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	out, derr := r.cl.AutoScaling.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: aws.String(r.group)})
+	if derr != nil {
+		return err
+	}
+	for _, act := range out.Activities {
+		if act.StatusCode == astypes.ScalingActivityStatusCodeFailed {
+			return &handlerError{msg: err.Error() + "; the group's last failed activity: " + aws.ToString(act.StatusMessage), err: err}
+		}
+	}
+	return err
 }
 
 // resolveTarget finds the launch template version the group now launches.
@@ -204,7 +245,7 @@ func (r *rollingUpdate) run(ctx context.Context) (err error) {
 	if err := r.resolveTarget(ctx, g); err != nil {
 		return err
 	}
-	s, g, err := r.state(ctx)
+	s, g, err := r.settle(ctx)
 	if err != nil || len(s.obsolete) == 0 {
 		return err
 	}
@@ -317,10 +358,11 @@ func (r *rollingUpdate) awaitNew(ctx context.Context, since time.Time, before gr
 			return false, "", err
 		}
 		gone := !slices.ContainsFunc(terminated, func(id string) bool { return now.all[id] })
-		return gone && now.inServiceNew >= want, fmt.Sprintf("%d in service", now.inServiceNew), nil
+		return gone && now.settled && now.inServiceNew >= want, fmt.Sprintf("%d up-to-date in service, %d of %d instance(s)",
+			now.inServiceNew, len(now.upToDate)+len(now.obsolete), now.desired), nil
 	})
 	if err != nil || added == 0 {
-		return err
+		return r.withLastFailure(ctx, err)
 	}
 	fresh := map[string]bool{}
 	for _, id := range now.upToDate {

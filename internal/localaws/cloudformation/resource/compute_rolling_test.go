@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	localas "github.com/nodejoin/nodejoin/internal/localaws/autoscaling"
 )
 
 func TestParseISODuration(t *testing.T) {
@@ -209,5 +211,68 @@ func TestRollingUpdateFails(t *testing.T) {
 				t.Errorf("events %v, want the last to be %q", events, tc.lastEvent)
 			}
 		})
+	}
+}
+
+// A larger group and a new version at once: the group grows to the new size first,
+// then its old instances are replaced one at a time.
+func TestRollingUpdateWhileGrowing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	lt := e.template(t, 2)
+	p := e.provisioner("AWS::AutoScaling::AutoScalingGroup")
+	props := e.asgProps(lt, "1", "1", "4", "2")
+	c, _ := e.call("AWS::AutoScaling::AutoScalingGroup", "NodeGroup", props)
+	res, err := p.Create(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.inService(t, res.PhysicalID, 2)
+	c2, ev := e.call("AWS::AutoScaling::AutoScalingGroup", "NodeGroup", e.asgProps(lt, "2", "1", "4", "3"))
+	c2.UpdatePolicy = map[string]any{"AutoScalingRollingUpdate": map[string]any{"MinInstancesInService": "2"}}
+	if _, err := p.Update(ctx, c2, res, props); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 1, while keeping at least 2 instance(s) in service.",
+		"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "]; replacing with 1 new instance(s).",
+		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "] (Progress 50%).",
+		"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(2) + "]; replacing with 1 new instance(s).",
+		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(2) + "] (Progress 100%).",
+	}
+	if got := ev.list(); !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	g := e.inService(t, res.PhysicalID, 3)
+	for id, v := range versions(g) {
+		if v != "2" {
+			t.Errorf("instance %s is at version %s after the update", id, v)
+		}
+	}
+}
+
+// Replacements that cannot launch fail the update with Auto Scaling's reason.
+func TestRollingUpdateLaunchFails(t *testing.T) {
+	defer func(d time.Duration) { asgWaitLimit = d }(asgWaitLimit)
+	asgWaitLimit = 300 * time.Millisecond
+	e := newEnv(t)
+	ctx := context.Background()
+	lt := e.template(t, 2)
+	p := e.provisioner("AWS::AutoScaling::AutoScalingGroup")
+	props := e.asgProps(lt, "1", "1", "3", "2")
+	c, _ := e.call("AWS::AutoScaling::AutoScalingGroup", "NodeGroup", props)
+	res, err := p.Create(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.inService(t, res.PhysicalID, 2)
+	e.launcher.setFail(func(spec localas.LaunchSpec) error {
+		return &localas.LaunchError{Code: "InvalidAMIID.NotFound", Message: "The image id '[" + spec.ImageID + "]' does not exist"}
+	})
+	c2, _ := e.call("AWS::AutoScaling::AutoScalingGroup", "NodeGroup", e.asgProps(lt, "2", "1", "3", "2"))
+	c2.UpdatePolicy = map[string]any{"AutoScalingRollingUpdate": map[string]any{"MinInstancesInService": "1"}}
+	_, err = p.Update(ctx, c2, res, props)
+	if err == nil || !strings.Contains(err.Error(), "the group's last failed activity: The image id '[ami-00000000000000002]' does not exist") {
+		t.Fatalf("error %v, want the failed launch's reason", err)
 	}
 }
