@@ -156,8 +156,9 @@ func (t *asgType) Create(ctx context.Context, c *Call) (Result, error) {
 }
 
 // Update changes the group in place; another name needs a new group. A changed launch
-// template rolls the instances when UpdatePolicy asks for it (compute_rolling.go), and
-// leaves them alone otherwise, as AWS does.
+// template (or subnets) rolls the instances when UpdatePolicy's AutoScalingRollingUpdate
+// asks for it (compute_rolling.go), replaces the group when its
+// AutoScalingReplacingUpdate does, and leaves the instances alone otherwise, as AWS does.
 func (t *asgType) Update(ctx context.Context, c *Call, old Result, oldProps map[string]any) (Result, error) {
 	ap, err := readASG(c, c.Properties)
 	if err != nil {
@@ -177,14 +178,25 @@ func (t *asgType) Update(ctx context.Context, c *Call, old Result, oldProps map[
 	if err != nil {
 		return Result{}, err
 	}
-	ltChanged := !reflect.DeepEqual(c.Properties["LaunchTemplate"], oldProps["LaunchTemplate"]) ||
-		!reflect.DeepEqual(c.Properties["MixedInstancesPolicy"], oldProps["MixedInstancesPolicy"])
+	// The changes after which CloudFormation replaces a group's instances: what they
+	// launch from, and where.
+	replacing := false
+	for _, k := range []string{"LaunchTemplate", "MixedInstancesPolicy", "VPCZoneIdentifier", "AvailabilityZones"} {
+		replacing = replacing || !reflect.DeepEqual(c.Properties[k], oldProps[k])
+	}
+	willReplace, err := readReplacingPolicy(c)
+	if err != nil {
+		return Result{}, err
+	}
+	if replacing && willReplace {
+		return Result{}, ErrReplace
+	}
 	in := ap.in
 	in.AutoScalingGroupName = aws.String(old.PhysicalID)
 	if _, err := t.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &in); err != nil {
 		return Result{}, apiFailure("AutoScaling", err)
 	}
-	if ltChanged && rolling != nil {
+	if replacing && rolling != nil {
 		r := &rollingUpdate{cl: t.cl, c: c, group: old.PhysicalID, policy: *rolling, min: in.MinSize, max: in.MaxSize}
 		if err := r.run(ctx); err != nil {
 			return Result{}, err
@@ -218,6 +230,20 @@ func (t *asgType) Delete(ctx context.Context, _ *Call, r Result) error {
 		}
 		return false, fmt.Sprintf("%d instance(s) remain", len(g.Instances)), nil
 	})
+}
+
+// readReplacingPolicy reads UpdatePolicy's AutoScalingReplacingUpdate: whether a change
+// that replaces the instances replaces the whole group instead.
+func readReplacingPolicy(c *Call) (bool, error) {
+	p := newPropReader(c)
+	const at = "#/UpdatePolicy/AutoScalingReplacingUpdate"
+	u := p.obj(c.UpdatePolicy, "#/UpdatePolicy", "AutoScalingReplacingUpdate")
+	if u == nil {
+		return false, p.err
+	}
+	p.known(u, at, "WillReplace")
+	w := p.boolPtr(u, at, "WillReplace")
+	return w != nil && *w, p.err
 }
 
 func isGroupNotFound(err error) bool {

@@ -101,6 +101,12 @@ func TestAutoScalingGroupCreateScaleDelete(t *testing.T) {
 	if _, err := p.Update(ctx, c3, res, c2.Properties); !errors.Is(err, ErrReplace) {
 		t.Errorf("renaming: %v, want ErrReplace", err)
 	}
+	// So does a new template version under AutoScalingReplacingUpdate.
+	c4, _ := e.call("AWS::AutoScaling::AutoScalingGroup", "NodeGroup", e.asgProps(lt, "1", "1", "3", "3"))
+	c4.UpdatePolicy = map[string]any{"AutoScalingReplacingUpdate": map[string]any{"WillReplace": "true"}}
+	if _, err := p.Update(ctx, c4, res, c2.Properties); !errors.Is(err, ErrReplace) {
+		t.Errorf("WillReplace: %v, want ErrReplace", err)
+	}
 
 	if err := p.Delete(ctx, c, res); err != nil {
 		t.Fatal(err)
