@@ -61,6 +61,15 @@ func (t *accessEntryType) Create(ctx context.Context, c *Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The stack's tags are the entry's too; the aws: ones are EKS's reserved keys.
+	for k, v := range c.Tags {
+		if _, given := ap.in.Tags[k]; !given && !strings.HasPrefix(k, "aws:") {
+			if ap.in.Tags == nil {
+				ap.in.Tags = map[string]string{}
+			}
+			ap.in.Tags[k] = v
+		}
+	}
 	out, err := t.cl.EKS.CreateAccessEntry(ctx, &ap.in)
 	if err != nil {
 		return Result{}, apiFailure("Eks", err)

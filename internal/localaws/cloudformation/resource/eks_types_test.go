@@ -207,7 +207,7 @@ func TestAccessEntry(t *testing.T) {
 	if res.PhysicalID != "demo|"+nodeRole || !strings.HasPrefix(res.Attributes["AccessEntryArn"], "arn:aws:eks:") {
 		t.Errorf("result %+v, want Ref demo|<role> and the entry's ARN", res)
 	}
-	if got := e.eks.entries[nodeRole]; got.Type != "EC2_LINUX" || got.Tags["owner"] != "platform" {
+	if got := e.eks.entries[nodeRole]; got.Type != "EC2_LINUX" || !maps.Equal(got.Tags, map[string]string{"owner": "platform", "team": "infra"}) {
 		t.Errorf("entry %+v", got)
 	}
 	c2, _ := e.call("AWS::EKS::AccessEntry", "NodeAccess", map[string]any{"ClusterName": "demo", "PrincipalArn": nodeRole, "Type": "EC2_WINDOWS"})
