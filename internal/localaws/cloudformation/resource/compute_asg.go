@@ -207,6 +207,9 @@ func (t *asgType) Update(ctx context.Context, c *Call, old Result, oldProps map[
 
 // Delete empties the group and deletes it, then waits until its instances are gone.
 func (t *asgType) Delete(ctx context.Context, _ *Call, r Result) error {
+	if r.PhysicalID == "" {
+		return nil // never made
+	}
 	zero := aws.Int32(0)
 	_, err := t.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(r.PhysicalID),
 		MinSize: zero, MaxSize: zero, DesiredCapacity: zero})

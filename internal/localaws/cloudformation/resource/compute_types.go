@@ -124,6 +124,9 @@ func (t *launchTemplateType) Update(ctx context.Context, c *Call, old Result, ol
 }
 
 func (t *launchTemplateType) Delete(ctx context.Context, _ *Call, r Result) error {
+	if r.PhysicalID == "" {
+		return nil // never made
+	}
 	_, err := t.cl.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(r.PhysicalID)})
 	if err != nil && !strings.Contains(apiCode(err), "NotFound") && apiCode(err) != "InvalidLaunchTemplateId.Malformed" {
 		return apiFailure("Ec2", err)

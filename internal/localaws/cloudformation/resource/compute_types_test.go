@@ -101,6 +101,12 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 	if err := p.Delete(ctx, c, res2); err != nil {
 		t.Errorf("deleting it again: %v, want no error (already gone)", err)
 	}
+	// A resource whose creation failed has no ID: nothing to delete.
+	for _, typ := range []string{"AWS::EC2::LaunchTemplate", "AWS::AutoScaling::AutoScalingGroup", "AWS::EKS::Nodegroup", "AWS::EKS::AccessEntry"} {
+		if err := e.provisioner(typ).Delete(ctx, c, Result{}); err != nil {
+			t.Errorf("%s: deleting a resource never made: %v", typ, err)
+		}
+	}
 }
 
 func describeVersion(t *testing.T, e *env, id, version string) ec2types.LaunchTemplateVersion {
