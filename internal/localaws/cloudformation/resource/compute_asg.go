@@ -121,7 +121,7 @@ func readASG(c *Call, props map[string]any) (asgProps, error) {
 	}
 	// The stack's tags and CloudFormation's own are the group's too, propagated at
 	// launch, as AWS tags a stack's groups and their instances.
-	for _, k := range sortedKeys(c.Tags) {
+	for _, k := range sortedTagKeys(c.Tags) {
 		if !given[k] {
 			out.tags = append(out.tags, astypes.Tag{Key: aws.String(k), Value: aws.String(c.Tags[k]), PropagateAtLaunch: aws.Bool(true)})
 		}
@@ -136,7 +136,7 @@ func (t *asgType) Create(ctx context.Context, c *Call) (Result, error) {
 	}
 	name := ap.name
 	if name == "" {
-		name = fmt.Sprintf("%s-%s-%s", c.StackName, c.LogicalID, randomSuffix(13))
+		name = fmt.Sprintf("%s-%s-%s", c.StackName, c.LogicalID, physicalSuffix(13))
 	}
 	in := ap.in
 	for i := range ap.tags {
@@ -150,7 +150,7 @@ func (t *asgType) Create(ctx context.Context, c *Call) (Result, error) {
 		NewInstancesProtectedFromScaleIn: in.NewInstancesProtectedFromScaleIn, TerminationPolicies: in.TerminationPolicies, Tags: ap.tags,
 	})
 	if err != nil {
-		return Result{}, apiFailure("AutoScaling", err)
+		return Result{}, serviceFailure("AutoScaling", err)
 	}
 	return Result{PhysicalID: name}, nil
 }
@@ -194,7 +194,7 @@ func (t *asgType) Update(ctx context.Context, c *Call, old Result, oldProps map[
 	in := ap.in
 	in.AutoScalingGroupName = aws.String(old.PhysicalID)
 	if _, err := t.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &in); err != nil {
-		return Result{}, apiFailure("AutoScaling", err)
+		return Result{}, serviceFailure("AutoScaling", err)
 	}
 	if replacing && rolling != nil {
 		r := &rollingUpdate{cl: t.cl, c: c, group: old.PhysicalID, policy: *rolling, min: in.MinSize, max: in.MaxSize}
@@ -216,17 +216,17 @@ func (t *asgType) Delete(ctx context.Context, _ *Call, r Result) error {
 	if isGroupNotFound(err) {
 		return nil
 	}
-	if err != nil && apiCode(err) != "ScalingActivityInProgress" { // already being deleted
-		return apiFailure("AutoScaling", err)
+	if err != nil && serviceErrorCode(err) != "ScalingActivityInProgress" { // already being deleted
+		return serviceFailure("AutoScaling", err)
 	}
 	_, err = t.cl.AutoScaling.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(r.PhysicalID), ForceDelete: aws.Bool(true)})
 	if isGroupNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return apiFailure("AutoScaling", err)
+		return serviceFailure("AutoScaling", err)
 	}
-	return pollUntil(ctx, asgWaitLimit, "Auto Scaling group "+r.PhysicalID+" to be deleted", func() (bool, string, error) {
+	return pollResource(ctx, asgWaitLimit, "Auto Scaling group "+r.PhysicalID+" to be deleted", func() (bool, string, error) {
 		g, err := describeGroup(ctx, t.cl, r.PhysicalID)
 		if err != nil || g == nil {
 			return g == nil, "", err
@@ -250,14 +250,14 @@ func readReplacingPolicy(c *Call) (bool, error) {
 }
 
 func isGroupNotFound(err error) bool {
-	return err != nil && apiCode(err) == "ValidationError" && strings.Contains(err.Error(), "not found")
+	return err != nil && serviceErrorCode(err) == "ValidationError" && strings.Contains(err.Error(), "not found")
 }
 
 // describeGroup describes one group (nil when it does not exist).
 func describeGroup(ctx context.Context, cl Clients, name string) (*astypes.AutoScalingGroup, error) {
 	out, err := cl.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
-		return nil, apiFailure("AutoScaling", err)
+		return nil, serviceFailure("AutoScaling", err)
 	}
 	for i := range out.AutoScalingGroups {
 		if aws.ToString(out.AutoScalingGroups[i].AutoScalingGroupName) == name {
@@ -267,9 +267,9 @@ func describeGroup(ctx context.Context, cl Clients, name string) (*astypes.AutoS
 	return nil, nil
 }
 
-// pollUntil polls cond every pollInterval until it is done, it fails, ctx ends or limit
+// pollResource polls cond every resourcePollInterval until it is done, it fails, ctx ends or limit
 // passes; the error then says what was awaited and the last state cond described.
-func pollUntil(ctx context.Context, limit time.Duration, what string, cond func() (bool, string, error)) error {
+func pollResource(ctx context.Context, limit time.Duration, what string, cond func() (bool, string, error)) error {
 	deadline := time.Now().Add(limit)
 	for {
 		done, state, err := cond()
@@ -279,7 +279,7 @@ func pollUntil(ctx context.Context, limit time.Duration, what string, cond func(
 		if time.Now().After(deadline) {
 			return handlerErrorf("Resource handler returned message: \"Timed out after %s waiting for %s (%s)\" (HandlerErrorCode: NotStabilized)", limit, what, state)
 		}
-		if err := sleepCtx(ctx, pollInterval); err != nil {
+		if err := sleepOrDone(ctx, resourcePollInterval); err != nil {
 			return handlerErrorf("Resource handler returned message: \"Stopped waiting for %s: %w (%s)\"", what, err, state)
 		}
 	}

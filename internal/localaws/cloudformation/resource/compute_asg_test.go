@@ -16,7 +16,7 @@ import (
 
 // template makes a launch template with n versions (each a new image) and returns its
 // ID.
-func (e *env) template(t *testing.T, n int) string {
+func (e *resEnv) template(t *testing.T, n int) string {
 	t.Helper()
 	c, _ := e.call("AWS::EC2::LaunchTemplate", "NodeLaunchTemplate", map[string]any{"LaunchTemplateData": ltData("ami-00000000000000001")})
 	res, err := e.provisioner("AWS::EC2::LaunchTemplate").Create(context.Background(), c)
@@ -34,7 +34,7 @@ func (e *env) template(t *testing.T, n int) string {
 }
 
 // asgProps are a group's properties at launch template version.
-func (e *env) asgProps(lt, version string, min, max, desired string) map[string]any {
+func (e *resEnv) asgProps(lt, version string, min, max, desired string) map[string]any {
 	var subnets []any
 	for _, s := range e.subnets {
 		subnets = append(subnets, s)
@@ -47,7 +47,7 @@ func (e *env) asgProps(lt, version string, min, max, desired string) map[string]
 }
 
 func TestAutoScalingGroupCreateScaleDelete(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	lt := e.template(t, 2)
 	p := e.provisioner("AWS::AutoScaling::AutoScalingGroup")
@@ -82,7 +82,7 @@ func TestAutoScalingGroupCreateScaleDelete(t *testing.T) {
 	}
 	g = e.inService(t, res.PhysicalID, 3)
 	if got := slices.Sorted(func(yield func(string) bool) {
-		for _, v := range versions(g) {
+		for _, v := range instanceVersions(g) {
 			yield(v)
 		}
 	}); !slices.Equal(got, []string{"1", "1", "2"}) {
@@ -123,7 +123,7 @@ func TestAutoScalingGroupCreateScaleDelete(t *testing.T) {
 }
 
 func TestAutoScalingGroupRefusesBadProperties(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	lt := e.template(t, 1)
 	for _, tc := range []struct {
 		name string

@@ -24,12 +24,12 @@ import (
 
 func init() {
 	// The services answer at once: poll as fast as a test can.
-	pollInterval = 5 * time.Millisecond
+	resourcePollInterval = 5 * time.Millisecond
 }
 
-// fakeLauncher launches instances into the local EC2 by counting, and records the
+// asgFakeLauncher launches instances into the local EC2 by counting, and records the
 // launches and terminations.
-type fakeLauncher struct {
+type asgFakeLauncher struct {
 	ec2 *localec2.EC2
 
 	mu         sync.Mutex
@@ -41,7 +41,7 @@ type fakeLauncher struct {
 	fail func(localas.LaunchSpec) error
 }
 
-func (f *fakeLauncher) Launch(_ context.Context, spec localas.LaunchSpec) (string, error) {
+func (f *asgFakeLauncher) Launch(_ context.Context, spec localas.LaunchSpec) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -60,13 +60,13 @@ func (f *fakeLauncher) Launch(_ context.Context, spec localas.LaunchSpec) (strin
 	return id, nil
 }
 
-func (f *fakeLauncher) setFail(fn func(localas.LaunchSpec) error) {
+func (f *asgFakeLauncher) setFail(fn func(localas.LaunchSpec) error) {
 	f.mu.Lock()
 	f.fail = fn
 	f.mu.Unlock()
 }
 
-func (f *fakeLauncher) Terminate(_ context.Context, id string) error {
+func (f *asgFakeLauncher) Terminate(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.terminated = append(f.terminated, id)
@@ -75,7 +75,7 @@ func (f *fakeLauncher) Terminate(_ context.Context, id string) error {
 
 // record is what the launcher did: the instances launched (with their launch
 // template versions) and terminated.
-func (f *fakeLauncher) record() (launched map[string]localas.LaunchSpec, terminated []string) {
+func (f *asgFakeLauncher) record() (launched map[string]localas.LaunchSpec, terminated []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	launched = map[string]localas.LaunchSpec{}
@@ -85,27 +85,27 @@ func (f *fakeLauncher) record() (launched map[string]localas.LaunchSpec, termina
 	return launched, slices.Clone(f.terminated)
 }
 
-// events records a Call's events.
-type events struct {
+// eventLog records a Call's events.
+type eventLog struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (e *events) add(status, reason string) {
+func (e *eventLog) add(status, reason string) {
 	e.mu.Lock()
 	e.got = append(e.got, status+" "+reason)
 	e.mu.Unlock()
 }
 
-func (e *events) list() []string {
+func (e *eventLog) list() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.got)
 }
 
-// fakeSignals answers Wait as the test says: SUCCESS from every accepted instance,
+// fakeRollingSignals answers Wait as the test says: SUCCESS from every accepted instance,
 // a FAILURE from the first, or nothing (the timeout passes).
-type fakeSignals struct {
+type fakeRollingSignals struct {
 	mode string // "success", "failure" or "timeout"
 	// launched lists the instances launched so far, to find the accepted ones.
 	launched func() []string
@@ -120,7 +120,7 @@ type signalWait struct {
 	timeout  time.Duration
 }
 
-func (s *fakeSignals) Wait(ctx context.Context, _ time.Time, count int, accept func(string) bool, timeout time.Duration) error {
+func (s *fakeRollingSignals) Wait(ctx context.Context, _ time.Time, count int, accept func(string) bool, timeout time.Duration) error {
 	var ok []string
 	for _, id := range s.launched() {
 		if accept == nil || accept(id) {
@@ -144,30 +144,30 @@ func (s *fakeSignals) Wait(ctx context.Context, _ time.Time, count int, accept f
 	}
 }
 
-func (s *fakeSignals) calls() []signalWait {
+func (s *fakeRollingSignals) calls() []signalWait {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.waits)
 }
 
-// env is the local EC2 (with launch templates), Auto Scaling (with a fast reconcile
+// resEnv is the local EC2 (with launch templates), Auto Scaling (with a fast reconcile
 // loop and a fake launcher) and EKS (over a test backend), served to SDK clients.
-type env struct {
+type resEnv struct {
 	cl       Clients
 	ec2      *localec2.EC2
 	as       *localas.AutoScaling
-	launcher *fakeLauncher
+	launcher *asgFakeLauncher
 	eks      *testBackend
 	subnets  []string
 }
 
-func newEnv(t *testing.T) *env {
+func newResEnv(t *testing.T) *resEnv {
 	t.Helper()
 	inventory := localec2.New(awstest.Account)
 	lt := localec2.NewLaunchTemplates(awstest.Account)
 	as := localas.New(localas.Config{AccountID: awstest.Account, Region: "us-west-2", Templates: lt, EC2: inventory,
 		RetryDelay: 50 * time.Millisecond, Interval: 10 * time.Millisecond})
-	fl := &fakeLauncher{ec2: inventory}
+	fl := &asgFakeLauncher{ec2: inventory}
 	as.SetLauncher(fl)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -187,7 +187,7 @@ func newEnv(t *testing.T) *env {
 		t.Cleanup(s.Close)
 	}
 	cfg := awstest.SDKConfig()
-	e := &env{ec2: inventory, as: as, launcher: fl, eks: backend, cl: Clients{
+	e := &resEnv{ec2: inventory, as: as, launcher: fl, eks: backend, cl: Clients{
 		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(ec2Srv.URL) }),
 		AutoScaling: autoscaling.NewFromConfig(cfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(asSrv.URL) }),
 		EKS:         eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = aws.String(eksSrv.URL) }),
@@ -199,17 +199,17 @@ func newEnv(t *testing.T) *env {
 }
 
 // call is a Call of logical ID on stack "nodes", recording its events.
-func (e *env) call(typ, logicalID string, props map[string]any) (*Call, *events) {
-	ev := &events{}
+func (e *resEnv) call(typ, logicalID string, props map[string]any) (*Call, *eventLog) {
+	ev := &eventLog{}
 	return &Call{StackName: "nodes", StackID: "arn:aws:cloudformation:us-west-2:" + awstest.Account + ":stack/nodes/0f7c6f5e-1111-2222-3333-444455556666",
 		LogicalID: logicalID, Region: "us-west-2", AccountID: awstest.Account, Type: typ, Properties: props,
 		Tags:  map[string]string{"aws:cloudformation:stack-name": "nodes", "aws:cloudformation:logical-id": logicalID, "team": "infra"},
 		Event: ev.add}, ev
 }
 
-func (e *env) provisioner(typ string) Provisioner { return Provisioners(e.cl)[typ] }
+func (e *resEnv) provisioner(typ string) Provisioner { return Provisioners(e.cl)[typ] }
 
-func (e *env) group(t *testing.T, name string) *astypes.AutoScalingGroup {
+func (e *resEnv) group(t *testing.T, name string) *astypes.AutoScalingGroup {
 	t.Helper()
 	g, err := describeGroup(context.Background(), e.cl, name)
 	if err != nil {
@@ -218,8 +218,8 @@ func (e *env) group(t *testing.T, name string) *astypes.AutoScalingGroup {
 	return g
 }
 
-// waitFor polls cond for up to a minute (generous: the machine is shared).
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+// pollTest polls cond for up to a minute (generous: the machine is shared).
+func pollTest(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -235,10 +235,10 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // inService waits until the group has n InService instances and no others.
-func (e *env) inService(t *testing.T, name string, n int) *astypes.AutoScalingGroup {
+func (e *resEnv) inService(t *testing.T, name string, n int) *astypes.AutoScalingGroup {
 	t.Helper()
 	var g *astypes.AutoScalingGroup
-	waitFor(t, fmt.Sprintf("%d instances in service in %s", n, name), func() (bool, string) {
+	pollTest(t, fmt.Sprintf("%d instances in service in %s", n, name), func() (bool, string) {
 		g = e.group(t, name)
 		var states []string
 		in := 0
@@ -253,8 +253,8 @@ func (e *env) inService(t *testing.T, name string, n int) *astypes.AutoScalingGr
 	return g
 }
 
-// versions are a group's instances' launch template versions, by instance ID.
-func versions(g *astypes.AutoScalingGroup) map[string]string {
+// instanceVersions are a group's instances' launch template versions, by instance ID.
+func instanceVersions(g *astypes.AutoScalingGroup) map[string]string {
 	out := map[string]string{}
 	for _, i := range g.Instances {
 		out[aws.ToString(i.InstanceId)] = aws.ToString(i.LaunchTemplate.Version)

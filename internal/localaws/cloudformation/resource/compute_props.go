@@ -23,10 +23,10 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// pollInterval is how often the compute and EKS types poll a service while they wait
+// resourcePollInterval is how often the compute and EKS types poll a service while they wait
 // (an Auto Scaling group's instances, a node group's status, an update); tests
 // shrink it.
-var pollInterval = 2 * time.Second
+var resourcePollInterval = 2 * time.Second
 
 // propReader reads one resource's properties; the first fault is kept in err, in
 // CloudFormation's words ("Properties validation failed for resource NodeGroup with
@@ -67,7 +67,7 @@ func (p *propReader) required(m map[string]any, path string, keys ...string) {
 	}
 }
 
-func typeName(v any) string {
+func propTypeName(v any) string {
 	switch v.(type) {
 	case map[string]any:
 		return "JSONObject"
@@ -80,9 +80,9 @@ func typeName(v any) string {
 	}
 }
 
-// scalar is a scalar property as a string (the engine passes every scalar as one;
+// propScalar is a scalar property as a string (the engine passes every scalar as one;
 // numbers and booleans of other callers are accepted too).
-func scalar(v any) (string, bool) {
+func propScalar(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true
@@ -104,9 +104,9 @@ func (p *propReader) strPtr(m map[string]any, path, key string) *string {
 	if !ok {
 		return nil
 	}
-	s, ok := scalar(v)
+	s, ok := propScalar(v)
 	if !ok {
-		p.fail(path+"/"+key, "expected type: String, found: %s", typeName(v))
+		p.fail(path+"/"+key, "expected type: String, found: %s", propTypeName(v))
 		return nil
 	}
 	return &s
@@ -159,7 +159,7 @@ func (p *propReader) obj(m map[string]any, path, key string) map[string]any {
 	}
 	o, ok := v.(map[string]any)
 	if !ok {
-		p.fail(path+"/"+key, "expected type: JSONObject, found: %s", typeName(v))
+		p.fail(path+"/"+key, "expected type: JSONObject, found: %s", propTypeName(v))
 		return nil
 	}
 	return o
@@ -173,14 +173,14 @@ func (p *propReader) objList(m map[string]any, path, key string) []map[string]an
 	}
 	l, ok := v.([]any)
 	if !ok {
-		p.fail(path+"/"+key, "expected type: JSONArray, found: %s", typeName(v))
+		p.fail(path+"/"+key, "expected type: JSONArray, found: %s", propTypeName(v))
 		return nil
 	}
 	out := make([]map[string]any, 0, len(l))
 	for i, e := range l {
 		o, ok := e.(map[string]any)
 		if !ok {
-			p.fail(fmt.Sprintf("%s/%s/%d", path, key, i), "expected type: JSONObject, found: %s", typeName(e))
+			p.fail(fmt.Sprintf("%s/%s/%d", path, key, i), "expected type: JSONObject, found: %s", propTypeName(e))
 			return nil
 		}
 		out = append(out, o)
@@ -206,14 +206,14 @@ func (p *propReader) strList(m map[string]any, path, key string) []string {
 	}
 	l, ok := v.([]any)
 	if !ok {
-		p.fail(path+"/"+key, "expected type: JSONArray, found: %s", typeName(v))
+		p.fail(path+"/"+key, "expected type: JSONArray, found: %s", propTypeName(v))
 		return nil
 	}
 	out := make([]string, 0, len(l))
 	for i, e := range l {
-		s, ok := scalar(e)
+		s, ok := propScalar(e)
 		if !ok {
-			p.fail(fmt.Sprintf("%s/%s/%d", path, key, i), "expected type: String, found: %s", typeName(e))
+			p.fail(fmt.Sprintf("%s/%s/%d", path, key, i), "expected type: String, found: %s", propTypeName(e))
 			return nil
 		}
 		out = append(out, s)
@@ -229,9 +229,9 @@ func (p *propReader) strMap(m map[string]any, path, key string) map[string]strin
 	}
 	out := make(map[string]string, len(o))
 	for k, v := range o {
-		s, ok := scalar(v)
+		s, ok := propScalar(v)
 		if !ok {
-			p.fail(path+"/"+key+"/"+k, "expected type: String, found: %s", typeName(v))
+			p.fail(path+"/"+key+"/"+k, "expected type: String, found: %s", propTypeName(v))
 			return nil
 		}
 		out[k] = s
@@ -267,9 +267,9 @@ func toInt32(n int) int32 {
 }
 func (e *handlerError) Unwrap() error { return e.err }
 
-// apiFailure says what a service answered a call; a failure to reach the service is
+// serviceFailure says what a service answered a call; a failure to reach the service is
 // said without the transport's own error text (which names local addresses).
-func apiFailure(service string, err error) error {
+func serviceFailure(service string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -289,8 +289,8 @@ func apiFailure(service string, err error) error {
 		cmp.Or(api.ErrorMessage(), api.ErrorCode()), service, status, id), err: err}
 }
 
-// apiCode is the AWS error code of err ("" when it is not a service's answer).
-func apiCode(err error) string {
+// serviceErrorCode is the AWS error code of err ("" when it is not a service's answer).
+func serviceErrorCode(err error) string {
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		return api.ErrorCode()
@@ -300,9 +300,9 @@ func apiCode(err error) string {
 
 const nameAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
-// randomSuffix is the random part of a generated physical name, as CloudFormation
+// physicalSuffix is the random part of a generated physical name, as CloudFormation
 // makes one (upper-case letters and digits).
-func randomSuffix(n int) string {
+func physicalSuffix(n int) string {
 	b := make([]byte, n)
 	for i := range b {
 		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(nameAlphabet))))
@@ -314,11 +314,11 @@ func randomSuffix(n int) string {
 	return string(b)
 }
 
-// sortedTags are a tag map's keys, sorted, for deterministic requests.
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+// sortedTagKeys are a tag map's keys, sorted, for deterministic requests.
+func sortedTagKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
-// sleepCtx sleeps d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// sleepOrDone sleeps d or until ctx ends.
+func sleepOrDone(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

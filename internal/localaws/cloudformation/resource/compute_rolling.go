@@ -175,7 +175,7 @@ func (r *rollingUpdate) state(ctx context.Context) (groupState, *astypes.AutoSca
 func (r *rollingUpdate) settle(ctx context.Context) (groupState, *astypes.AutoScalingGroup, error) {
 	var s groupState
 	var g *astypes.AutoScalingGroup
-	err := pollUntil(ctx, asgWaitLimit, "Auto Scaling group "+r.group+" to reach its desired capacity", func() (bool, string, error) {
+	err := pollResource(ctx, asgWaitLimit, "Auto Scaling group "+r.group+" to reach its desired capacity", func() (bool, string, error) {
 		var err error
 		if s, g, err = r.state(ctx); err != nil {
 			return false, "", err
@@ -223,7 +223,7 @@ func (r *rollingUpdate) resolveTarget(ctx context.Context, g *astypes.AutoScalin
 	}
 	out, err := r.cl.EC2.DescribeLaunchTemplateVersions(ctx, in)
 	if err != nil {
-		return apiFailure("Ec2", err)
+		return serviceFailure("Ec2", err)
 	}
 	if len(out.LaunchTemplateVersions) != 1 {
 		return handlerErrorf("Resource handler returned message: \"launch template version %s of Auto Scaling group %s was not found\"", aws.ToString(spec.Version), r.group)
@@ -297,7 +297,7 @@ func (r *rollingUpdate) run(ctx context.Context) (err error) {
 		_, err := r.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(r.group),
 			MinSize: aws.Int32(r.origMin), MaxSize: aws.Int32(r.origMax), DesiredCapacity: aws.Int32(r.desired)})
 		if err != nil {
-			return apiFailure("AutoScaling", err)
+			return serviceFailure("AutoScaling", err)
 		}
 		r.raised = false
 	}
@@ -318,7 +318,7 @@ func (r *rollingUpdate) raiseIfNeeded(ctx context.Context, s groupState) error {
 	_, err := r.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(r.group),
 		MinSize: aws.Int32(k), MaxSize: aws.Int32(max(k, r.origMax)), DesiredCapacity: aws.Int32(k)})
 	if err != nil {
-		return apiFailure("AutoScaling", err)
+		return serviceFailure("AutoScaling", err)
 	}
 	added := int(k - r.desired)
 	return r.awaitNew(ctx, since, s, nil, len(s.upToDate)+added, added)
@@ -335,14 +335,14 @@ func (r *rollingUpdate) batch(ctx context.Context, s groupState, ids []string, r
 		// MinSize goes first.
 		_, err := r.cl.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(r.group), MinSize: aws.Int32(r.origMin)})
 		if err != nil {
-			return apiFailure("AutoScaling", err)
+			return serviceFailure("AutoScaling", err)
 		}
 	}
 	for i, id := range ids {
 		_, err := r.cl.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(i < shrink)})
 		if err != nil {
-			return apiFailure("AutoScaling", err)
+			return serviceFailure("AutoScaling", err)
 		}
 	}
 	return r.awaitNew(ctx, since, s, ids, len(s.upToDate)+replace, replace)
@@ -352,7 +352,7 @@ func (r *rollingUpdate) batch(ctx context.Context, s groupState, ids []string, r
 // instances are in service, then for the added ones' signals (or PauseTime).
 func (r *rollingUpdate) awaitNew(ctx context.Context, since time.Time, before groupState, terminated []string, want, added int) error {
 	var now groupState
-	err := pollUntil(ctx, asgWaitLimit, fmt.Sprintf("%d up-to-date instance(s) in service in %s", want, r.group), func() (bool, string, error) {
+	err := pollResource(ctx, asgWaitLimit, fmt.Sprintf("%d up-to-date instance(s) in service in %s", want, r.group), func() (bool, string, error) {
 		var err error
 		if now, _, err = r.state(ctx); err != nil {
 			return false, "", err
@@ -372,7 +372,7 @@ func (r *rollingUpdate) awaitNew(ctx context.Context, since time.Time, before gr
 	}
 	pol := r.policy
 	if !pol.waitSignals {
-		return sleepCtx(ctx, pol.pause)
+		return sleepOrDone(ctx, pol.pause)
 	}
 	need := (added*pol.minSuccessPercent + 99) / 100
 	r.event("New instance(s) added to autoscaling group - Waiting on %d resource signal(s) with a timeout of %s.", added, pol.pauseText)

@@ -48,7 +48,7 @@ type rolled struct {
 
 // rolling creates a group of desired instances at version 1 and updates it to version
 // 2 under policy, with signals answering as mode.
-func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode string) rolled {
+func rolling(t *testing.T, e *resEnv, sizes [3]string, policy map[string]any, mode string) rolled {
 	t.Helper()
 	ctx := context.Background()
 	lt := e.template(t, 2)
@@ -60,7 +60,7 @@ func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode 
 		t.Fatal(err)
 	}
 	e.inService(t, res.PhysicalID, 2)
-	sig := &fakeSignals{mode: mode, launched: func() []string {
+	sig := &fakeRollingSignals{mode: mode, launched: func() []string {
 		launched, _ := e.launcher.record()
 		return slices.Sorted(maps.Keys(launched))
 	}}
@@ -71,7 +71,7 @@ func rolling(t *testing.T, e *env, sizes [3]string, policy map[string]any, mode 
 	return rolled{err, ev.list(), sig.calls(), res.PhysicalID}
 }
 
-func id(n int) string { return fmt.Sprintf("i-%017x", n) }
+func instanceID(n int) string { return fmt.Sprintf("i-%017x", n) }
 
 func TestRollingUpdate(t *testing.T) {
 	const waiting = "UPDATE_IN_PROGRESS New instance(s) added to autoscaling group - Waiting on 1 resource signal(s) with a timeout of PT5M."
@@ -89,12 +89,12 @@ func TestRollingUpdate(t *testing.T) {
 		policy: map[string]any{"MinInstancesInService": "1", "MaxBatchSize": "1", "WaitOnResourceSignals": "true", "PauseTime": "PT5M"},
 		events: []string{
 			"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 1, while keeping at least 1 instance(s) in service. Waiting on resource signals with a timeout of PT5M when new instances are added to the autoscaling group.",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "]; replacing with 1 new instance(s).", waiting,
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "] (Progress 50%).",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(2) + "]; replacing with 1 new instance(s).", waiting,
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(2) + "] (Progress 100%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "]; replacing with 1 new instance(s).", waiting,
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "] (Progress 50%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(2) + "]; replacing with 1 new instance(s).", waiting,
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(2) + "] (Progress 100%).",
 		},
-		waits: [][]string{{id(3)}, {id(4)}},
+		waits: [][]string{{instanceID(3)}, {instanceID(4)}},
 		min:   1, max: 3, desired: 2,
 	}, {
 		name: "all in service: the group is raised first", sizes: [3]string{"1", "3", "2"},
@@ -102,22 +102,22 @@ func TestRollingUpdate(t *testing.T) {
 		events: []string{
 			"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 1, while keeping at least 2 instance(s) in service. Waiting on resource signals with a timeout of PT5M when new instances are added to the autoscaling group.",
 			"UPDATE_IN_PROGRESS Temporarily setting autoscaling group MinSize and DesiredCapacity to 3.", waiting,
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "]; replacing with 1 new instance(s).", waiting,
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "] (Progress 50%).",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(2) + "]; replacing with 0 new instance(s).",
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(2) + "] (Progress 100%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "]; replacing with 1 new instance(s).", waiting,
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "] (Progress 50%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(2) + "]; replacing with 0 new instance(s).",
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(2) + "] (Progress 100%).",
 		},
-		waits: [][]string{{id(3)}, {id(4)}},
+		waits: [][]string{{instanceID(3)}, {instanceID(4)}},
 		min:   1, max: 3, desired: 2,
 	}, {
 		name: "eksctl's empty policy: batches of one, no signals, no pause", sizes: [3]string{"2", "2", "2"},
 		policy: map[string]any{},
 		events: []string{
 			"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 1, while keeping at least 0 instance(s) in service.",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "]; replacing with 1 new instance(s).",
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "] (Progress 50%).",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(2) + "]; replacing with 1 new instance(s).",
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(2) + "] (Progress 100%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "]; replacing with 1 new instance(s).",
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "] (Progress 50%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(2) + "]; replacing with 1 new instance(s).",
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(2) + "] (Progress 100%).",
 		},
 		min: 2, max: 2, desired: 2,
 	}, {
@@ -125,13 +125,13 @@ func TestRollingUpdate(t *testing.T) {
 		policy: map[string]any{"MaxBatchSize": "2", "PauseTime": "PT1S"},
 		events: []string{
 			"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 2, while keeping at least 0 instance(s) in service.",
-			"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "," + id(2) + "]; replacing with 2 new instance(s).",
-			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "," + id(2) + "] (Progress 100%).",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "," + instanceID(2) + "]; replacing with 2 new instance(s).",
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "," + instanceID(2) + "] (Progress 100%).",
 		},
 		min: 0, max: 4, desired: 2,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newResEnv(t)
 			r := rolling(t, e, tc.sizes, tc.policy, "success")
 			err, events, waits, name := r.err, r.events, r.waits, r.group
 			if err != nil {
@@ -151,7 +151,7 @@ func TestRollingUpdate(t *testing.T) {
 				t.Errorf("signal waits accepted %v, want %v", accepted, tc.waits)
 			}
 			g := e.inService(t, name, 2)
-			for id, v := range versions(g) {
+			for id, v := range instanceVersions(g) {
 				if v != "2" {
 					t.Errorf("instance %s is at version %s after the update", id, v)
 				}
@@ -159,7 +159,7 @@ func TestRollingUpdate(t *testing.T) {
 			if aws.ToInt32(g.MinSize) != tc.min || aws.ToInt32(g.MaxSize) != tc.max || aws.ToInt32(g.DesiredCapacity) != tc.desired {
 				t.Errorf("sizes %d..%d (%d), want %d..%d (%d)", aws.ToInt32(g.MinSize), aws.ToInt32(g.MaxSize), aws.ToInt32(g.DesiredCapacity), tc.min, tc.max, tc.desired)
 			}
-			if _, terminated := e.launcher.record(); !slices.Equal(terminated, []string{id(1), id(2)}) {
+			if _, terminated := e.launcher.record(); !slices.Equal(terminated, []string{instanceID(1), instanceID(2)}) {
 				t.Errorf("terminated %v, want the two obsolete instances", terminated)
 			}
 		})
@@ -175,12 +175,12 @@ func TestRollingUpdateFails(t *testing.T) {
 	}{{
 		name: "a FAILURE signal", mode: "failure",
 		policy:    map[string]any{"MinInstancesInService": "1", "WaitOnResourceSignals": "true"},
-		want:      []string{"Received FAILURE signal with UniqueId " + id(3), "the node did not join"},
+		want:      []string{"Received FAILURE signal with UniqueId " + instanceID(3), "the node did not join"},
 		lastEvent: "UPDATE_IN_PROGRESS New instance(s) added to autoscaling group - Waiting on 1 resource signal(s) with a timeout of PT5M.",
 	}, {
 		name: "no signal within PauseTime", mode: "timeout",
 		policy:    map[string]any{"MinInstancesInService": "1", "WaitOnResourceSignals": "true", "PauseTime": "PT1S"},
-		want:      []string{"Received 0 SUCCESS signal(s) out of 1", "Unable to satisfy 100% MinSuccessfulInstancesPercent requirement", id(3)},
+		want:      []string{"Received 0 SUCCESS signal(s) out of 1", "Unable to satisfy 100% MinSuccessfulInstancesPercent requirement", instanceID(3)},
 		lastEvent: "UPDATE_IN_PROGRESS Failed to receive 1 resource signal(s) for the current batch. Each resource signal timeout is counted as a FAILURE.",
 	}, {
 		name: "MinInstancesInService as large as MaxSize", mode: "success",
@@ -196,7 +196,7 @@ func TestRollingUpdateFails(t *testing.T) {
 		want:   []string{"#/UpdatePolicy/AutoScalingRollingUpdate: extraneous key [MaxBatch] is not permitted"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newResEnv(t)
 			r := rolling(t, e, [3]string{"1", "3", "2"}, tc.policy, tc.mode)
 			err, events := r.err, r.events
 			if err == nil {
@@ -217,7 +217,7 @@ func TestRollingUpdateFails(t *testing.T) {
 // A larger group and a new version at once: the group grows to the new size first,
 // then its old instances are replaced one at a time.
 func TestRollingUpdateWhileGrowing(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	lt := e.template(t, 2)
 	p := e.provisioner("AWS::AutoScaling::AutoScalingGroup")
@@ -235,16 +235,16 @@ func TestRollingUpdateWhileGrowing(t *testing.T) {
 	}
 	want := []string{
 		"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 1, while keeping at least 2 instance(s) in service.",
-		"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(1) + "]; replacing with 1 new instance(s).",
-		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(1) + "] (Progress 50%).",
-		"UPDATE_IN_PROGRESS Terminating instance(s) [" + id(2) + "]; replacing with 1 new instance(s).",
-		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + id(2) + "] (Progress 100%).",
+		"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "]; replacing with 1 new instance(s).",
+		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "] (Progress 50%).",
+		"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(2) + "]; replacing with 1 new instance(s).",
+		"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(2) + "] (Progress 100%).",
 	}
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	g := e.inService(t, res.PhysicalID, 3)
-	for id, v := range versions(g) {
+	for id, v := range instanceVersions(g) {
 		if v != "2" {
 			t.Errorf("instance %s is at version %s after the update", id, v)
 		}
@@ -255,7 +255,7 @@ func TestRollingUpdateWhileGrowing(t *testing.T) {
 func TestRollingUpdateLaunchFails(t *testing.T) {
 	defer func(d time.Duration) { asgWaitLimit = d }(asgWaitLimit)
 	asgWaitLimit = 300 * time.Millisecond
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	lt := e.template(t, 2)
 	p := e.provisioner("AWS::AutoScaling::AutoScalingGroup")

@@ -59,10 +59,10 @@ func (t *launchTemplateType) Create(ctx context.Context, c *Call) (Result, error
 	name := lp.name
 	if name == "" {
 		// CloudFormation's generated names: the logical ID and a random suffix.
-		name = c.LogicalID + "_" + randomSuffix(12)
+		name = c.LogicalID + "_" + physicalSuffix(12)
 	}
 	tags := lp.tags
-	for _, k := range sortedKeys(c.Tags) {
+	for _, k := range sortedTagKeys(c.Tags) {
 		tags = append(tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(c.Tags[k])})
 	}
 	in := &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(name), LaunchTemplateData: lp.data}
@@ -74,7 +74,7 @@ func (t *launchTemplateType) Create(ctx context.Context, c *Call) (Result, error
 	}
 	out, err := t.cl.EC2.CreateLaunchTemplate(ctx, in)
 	if err != nil {
-		return Result{}, apiFailure("Ec2", err)
+		return Result{}, serviceFailure("Ec2", err)
 	}
 	return launchTemplateResult(out.LaunchTemplate), nil
 }
@@ -106,16 +106,16 @@ func (t *launchTemplateType) Update(ctx context.Context, c *Call, old Result, ol
 		}
 		out, err := t.cl.EC2.CreateLaunchTemplateVersion(ctx, in)
 		if err != nil {
-			return Result{}, apiFailure("Ec2", err)
+			return Result{}, serviceFailure("Ec2", err)
 		}
 		v := strconv.FormatInt(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber), 10)
 		if _, err := t.cl.EC2.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{LaunchTemplateId: aws.String(old.PhysicalID), DefaultVersion: aws.String(v)}); err != nil {
-			return Result{}, apiFailure("Ec2", err)
+			return Result{}, serviceFailure("Ec2", err)
 		}
 	}
 	out, err := t.cl.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{old.PhysicalID}})
 	if err != nil {
-		return Result{}, apiFailure("Ec2", err)
+		return Result{}, serviceFailure("Ec2", err)
 	}
 	if len(out.LaunchTemplates) != 1 {
 		return Result{}, &handlerError{msg: "Resource handler returned message: \"The launch template " + old.PhysicalID + " no longer exists.\" (HandlerErrorCode: NotFound)"}
@@ -128,8 +128,8 @@ func (t *launchTemplateType) Delete(ctx context.Context, _ *Call, r Result) erro
 		return nil // never made
 	}
 	_, err := t.cl.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(r.PhysicalID)})
-	if err != nil && !strings.Contains(apiCode(err), "NotFound") && apiCode(err) != "InvalidLaunchTemplateId.Malformed" {
-		return apiFailure("Ec2", err)
+	if err != nil && !strings.Contains(serviceErrorCode(err), "NotFound") && serviceErrorCode(err) != "InvalidLaunchTemplateId.Malformed" {
+		return serviceFailure("Ec2", err)
 	}
 	return nil
 }

@@ -13,12 +13,12 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
 
-var userData = base64.StdEncoding.EncodeToString([]byte("#!/bin/bash\n/etc/eks/bootstrap.sh demo\n"))
+var nodeUserData = base64.StdEncoding.EncodeToString([]byte("#!/bin/bash\n/etc/eks/bootstrap.sh demo\n"))
 
 // ltData is a node group's LaunchTemplateData as a template resolves it.
 func ltData(image string) map[string]any {
 	return map[string]any{
-		"ImageId": image, "InstanceType": "m5.large", "UserData": userData,
+		"ImageId": image, "InstanceType": "m5.large", "UserData": nodeUserData,
 		"IamInstanceProfile": map[string]any{"Arn": "arn:aws:iam::111122223333:instance-profile/nodes"},
 		"MetadataOptions":    map[string]any{"HttpTokens": "required", "HttpPutResponseHopLimit": "2"},
 		"NetworkInterfaces":  []any{map[string]any{"DeviceIndex": "0", "Groups": []any{"sg-0123456789abcdef0"}, "AssociatePublicIpAddress": "false"}},
@@ -30,7 +30,7 @@ func ltData(image string) map[string]any {
 }
 
 func TestLaunchTemplateLifecycle(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	p := e.provisioner("AWS::EC2::LaunchTemplate")
 	props := map[string]any{"LaunchTemplateData": ltData("ami-0123456789abcdef0")}
@@ -51,7 +51,7 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 	}
 	v := describeVersion(t, e, res.PhysicalID, "1")
 	d := v.LaunchTemplateData
-	if aws.ToString(d.ImageId) != "ami-0123456789abcdef0" || d.InstanceType != "m5.large" || aws.ToString(d.UserData) != userData ||
+	if aws.ToString(d.ImageId) != "ami-0123456789abcdef0" || d.InstanceType != "m5.large" || aws.ToString(d.UserData) != nodeUserData ||
 		aws.ToString(d.IamInstanceProfile.Arn) != "arn:aws:iam::111122223333:instance-profile/nodes" ||
 		d.MetadataOptions.HttpTokens != "required" || aws.ToInt32(d.MetadataOptions.HttpPutResponseHopLimit) != 2 ||
 		len(d.NetworkInterfaces) != 1 || d.NetworkInterfaces[0].Groups[0] != "sg-0123456789abcdef0" ||
@@ -109,7 +109,7 @@ func TestLaunchTemplateLifecycle(t *testing.T) {
 	}
 }
 
-func describeVersion(t *testing.T, e *env, id, version string) ec2types.LaunchTemplateVersion {
+func describeVersion(t *testing.T, e *resEnv, id, version string) ec2types.LaunchTemplateVersion {
 	t.Helper()
 	out, err := e.cl.EC2.DescribeLaunchTemplateVersions(context.Background(), &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(id), Versions: []string{version}})
 	if err != nil {
@@ -122,7 +122,7 @@ func describeVersion(t *testing.T, e *env, id, version string) ec2types.LaunchTe
 }
 
 func TestLaunchTemplateRefusesBadProperties(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	with := func(edit func(d map[string]any)) map[string]any {
 		d := ltData("ami-0123456789abcdef0")
 		edit(d)

@@ -72,7 +72,7 @@ func (t *accessEntryType) Create(ctx context.Context, c *Call) (Result, error) {
 	}
 	out, err := t.cl.EKS.CreateAccessEntry(ctx, &ap.in)
 	if err != nil {
-		return Result{}, apiFailure("Eks", err)
+		return Result{}, serviceFailure("Eks", err)
 	}
 	res := Result{PhysicalID: aws.ToString(ap.in.ClusterName) + "|" + aws.ToString(ap.in.PrincipalArn),
 		Attributes: map[string]string{"AccessEntryArn": aws.ToString(out.AccessEntry.AccessEntryArn)}}
@@ -91,7 +91,7 @@ func (t *accessEntryType) Create(ctx context.Context, c *Call) (Result, error) {
 func (t *accessEntryType) associate(ctx context.Context, cluster, principal *string, pol accessPolicy) error {
 	_, err := t.cl.EKS.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: cluster, PrincipalArn: principal,
 		PolicyArn: aws.String(pol.arn), AccessScope: &pol.scope})
-	return apiFailure("Eks", err)
+	return serviceFailure("Eks", err)
 }
 
 // Update changes the groups and username with UpdateAccessEntry and the access
@@ -118,14 +118,14 @@ func (t *accessEntryType) Update(ctx context.Context, c *Call, old Result, oldPr
 	if !reflect.DeepEqual(np.in.KubernetesGroups, op.in.KubernetesGroups) || !reflect.DeepEqual(np.in.Username, op.in.Username) {
 		if _, err := t.cl.EKS.UpdateAccessEntry(ctx, &eks.UpdateAccessEntryInput{ClusterName: cluster, PrincipalArn: principal,
 			KubernetesGroups: np.in.KubernetesGroups, Username: np.in.Username}); err != nil {
-			return Result{}, apiFailure("Eks", err)
+			return Result{}, serviceFailure("Eks", err)
 		}
 	}
 	for _, pol := range op.policies {
 		if !slices.ContainsFunc(np.policies, func(n accessPolicy) bool { return n.arn == pol.arn }) {
 			if _, err := t.cl.EKS.DisassociateAccessPolicy(ctx, &eks.DisassociateAccessPolicyInput{ClusterName: cluster, PrincipalArn: principal,
-				PolicyArn: aws.String(pol.arn)}); err != nil && apiCode(err) != "ResourceNotFoundException" {
-				return Result{}, apiFailure("Eks", err)
+				PolicyArn: aws.String(pol.arn)}); err != nil && serviceErrorCode(err) != "ResourceNotFoundException" {
+				return Result{}, serviceFailure("Eks", err)
 			}
 		}
 	}
@@ -145,8 +145,8 @@ func (t *accessEntryType) Delete(ctx context.Context, _ *Call, r Result) error {
 		return nil // never made
 	}
 	_, err := t.cl.EKS.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: aws.String(cluster), PrincipalArn: aws.String(principal)})
-	if err != nil && apiCode(err) != "ResourceNotFoundException" {
-		return apiFailure("Eks", err)
+	if err != nil && serviceErrorCode(err) != "ResourceNotFoundException" {
+		return serviceFailure("Eks", err)
 	}
 	return nil
 }

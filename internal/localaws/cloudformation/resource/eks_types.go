@@ -107,7 +107,7 @@ func (t *nodegroupType) Create(ctx context.Context, c *Call) (Result, error) {
 	}
 	in := np.in
 	if in.NodegroupName == nil {
-		in.NodegroupName = aws.String(c.LogicalID + "-" + randomSuffix(12))
+		in.NodegroupName = aws.String(c.LogicalID + "-" + physicalSuffix(12))
 	}
 	// The stack's tags are the node group's too; the aws: ones are EKS's reserved keys.
 	for k, v := range c.Tags {
@@ -120,7 +120,7 @@ func (t *nodegroupType) Create(ctx context.Context, c *Call) (Result, error) {
 	}
 	out, err := t.cl.EKS.CreateNodegroup(ctx, &in)
 	if err != nil {
-		return Result{}, apiFailure("Eks", err)
+		return Result{}, serviceFailure("Eks", err)
 	}
 	cluster, name := aws.ToString(out.Nodegroup.ClusterName), aws.ToString(out.Nodegroup.NodegroupName)
 	ng, err := t.awaitStatus(ctx, cluster, name, "ACTIVE")
@@ -137,8 +137,8 @@ func nodegroupResult(ng *ekstypes.Nodegroup) Result {
 		"NodegroupName": aws.ToString(ng.NodegroupName), "Id": id}}
 }
 
-// issues says a node group's health issues as CloudFormation reports them.
-func issues(ng *ekstypes.Nodegroup) string {
+// nodegroupIssues says a node group's health issues as CloudFormation reports them.
+func nodegroupIssues(ng *ekstypes.Nodegroup) string {
 	var parts []string
 	if ng.Health != nil {
 		for _, i := range ng.Health.Issues {
@@ -152,17 +152,17 @@ func issues(ng *ekstypes.Nodegroup) string {
 // issues when it is CREATE_FAILED or DEGRADED.
 func (t *nodegroupType) awaitStatus(ctx context.Context, cluster, name, want string) (*ekstypes.Nodegroup, error) {
 	var ng *ekstypes.Nodegroup
-	err := pollUntil(ctx, eksWaitLimit, "node group "+name+" to be "+want, func() (bool, string, error) {
+	err := pollResource(ctx, eksWaitLimit, "node group "+name+" to be "+want, func() (bool, string, error) {
 		out, err := t.cl.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
 		if err != nil {
-			return false, "", apiFailure("Eks", err)
+			return false, "", serviceFailure("Eks", err)
 		}
 		ng = out.Nodegroup
 		switch st := string(ng.Status); st {
 		case want:
 			return true, st, nil
 		case "CREATE_FAILED", "DELETE_FAILED", "DEGRADED":
-			return false, st, handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is %s: %s\" (HandlerErrorCode: NotStabilized)", name, cluster, st, issues(ng))
+			return false, st, handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is %s: %s\" (HandlerErrorCode: NotStabilized)", name, cluster, st, nodegroupIssues(ng))
 		default:
 			return false, st, nil
 		}
@@ -199,7 +199,7 @@ func (t *nodegroupType) Update(ctx context.Context, c *Call, old Result, oldProp
 		cfg.ClusterName, cfg.NodegroupName = aws.String(cluster), aws.String(name)
 		out, err := t.cl.EKS.UpdateNodegroupConfig(ctx, cfg)
 		if err != nil {
-			return Result{}, apiFailure("Eks", err)
+			return Result{}, serviceFailure("Eks", err)
 		}
 		if err := t.awaitUpdate(ctx, cluster, name, out.Update); err != nil {
 			return Result{}, err
@@ -209,7 +209,7 @@ func (t *nodegroupType) Update(ctx context.Context, c *Call, old Result, oldProp
 		ver.ClusterName, ver.NodegroupName = aws.String(cluster), aws.String(name)
 		out, err := t.cl.EKS.UpdateNodegroupVersion(ctx, ver)
 		if err != nil {
-			return Result{}, apiFailure("Eks", err)
+			return Result{}, serviceFailure("Eks", err)
 		}
 		if err := t.awaitUpdate(ctx, cluster, name, out.Update); err != nil {
 			return Result{}, err
@@ -288,10 +288,10 @@ func configUpdate(n, o eks.CreateNodegroupInput) (*eks.UpdateNodegroupConfigInpu
 // awaitUpdate polls an update until it is Successful, or fails with its errors.
 func (t *nodegroupType) awaitUpdate(ctx context.Context, cluster, name string, u *ekstypes.Update) error {
 	id := aws.ToString(u.Id)
-	return pollUntil(ctx, eksWaitLimit, "update "+id+" of node group "+name, func() (bool, string, error) {
+	return pollResource(ctx, eksWaitLimit, "update "+id+" of node group "+name, func() (bool, string, error) {
 		out, err := t.cl.EKS.DescribeUpdate(ctx, &eks.DescribeUpdateInput{Name: aws.String(cluster), NodegroupName: aws.String(name), UpdateId: aws.String(id)})
 		if err != nil {
-			return false, "", apiFailure("Eks", err)
+			return false, "", serviceFailure("Eks", err)
 		}
 		switch st := out.Update.Status; st {
 		case ekstypes.UpdateStatusSuccessful:
@@ -315,22 +315,22 @@ func (t *nodegroupType) Delete(ctx context.Context, _ *Call, r Result) error {
 		return nil // never made
 	}
 	_, err := t.cl.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
-	if apiCode(err) == "ResourceNotFoundException" {
+	if serviceErrorCode(err) == "ResourceNotFoundException" {
 		return nil
 	}
-	if err != nil && apiCode(err) != "ResourceInUseException" { // already being deleted
-		return apiFailure("Eks", err)
+	if err != nil && serviceErrorCode(err) != "ResourceInUseException" { // already being deleted
+		return serviceFailure("Eks", err)
 	}
-	return pollUntil(ctx, eksWaitLimit, "node group "+name+" to be deleted", func() (bool, string, error) {
+	return pollResource(ctx, eksWaitLimit, "node group "+name+" to be deleted", func() (bool, string, error) {
 		out, err := t.cl.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
-		if apiCode(err) == "ResourceNotFoundException" {
+		if serviceErrorCode(err) == "ResourceNotFoundException" {
 			return true, "deleted", nil
 		}
 		if err != nil {
-			return false, "", apiFailure("Eks", err)
+			return false, "", serviceFailure("Eks", err)
 		}
 		if out.Nodegroup.Status == ekstypes.NodegroupStatusDeleteFailed {
-			return false, "", handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is DELETE_FAILED: %s\"", name, cluster, issues(out.Nodegroup))
+			return false, "", handlerErrorf("Resource handler returned message: \"Nodegroup %s in cluster %s is DELETE_FAILED: %s\"", name, cluster, nodegroupIssues(out.Nodegroup))
 		}
 		return false, string(out.Nodegroup.Status), nil
 	})

@@ -30,7 +30,7 @@ func ngProps(edit func(m map[string]any)) map[string]any {
 }
 
 func TestNodegroupLifecycle(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	p := e.provisioner("AWS::EKS::Nodegroup")
 	props := ngProps(nil)
@@ -147,7 +147,7 @@ func TestNodegroupFailures(t *testing.T) {
 		want:  []string{"#: extraneous key [MaxPods] is not permitted"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newResEnv(t)
 			if tc.setup != nil {
 				tc.setup(e.eks)
 			}
@@ -177,7 +177,7 @@ func TestNodegroupFailures(t *testing.T) {
 }
 
 func TestNodegroupCreateFailedKeepsItsID(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	e.eks.failCreate["ng"] = eksapi.Issue{Code: "NodeCreationFailure", Message: "Instances failed to join the kubernetes cluster"}
 	c, _ := e.call("AWS::EKS::Nodegroup", "ManagedNodeGroup", ngProps(func(m map[string]any) { m["NodegroupName"] = "ng" }))
 	p := e.provisioner("AWS::EKS::Nodegroup")
@@ -194,7 +194,7 @@ func TestNodegroupCreateFailedKeepsItsID(t *testing.T) {
 }
 
 func TestAccessEntry(t *testing.T) {
-	e := newEnv(t)
+	e := newResEnv(t)
 	ctx := context.Background()
 	p := e.provisioner("AWS::EKS::AccessEntry")
 	props := map[string]any{"ClusterName": "demo", "PrincipalArn": nodeRole, "Type": "EC2_LINUX",
@@ -237,7 +237,7 @@ func TestAccessEntry(t *testing.T) {
 	}
 }
 
-func TestTypes(t *testing.T) {
+func TestComputeAndEKSTypes(t *testing.T) {
 	want := []string{"AWS::AutoScaling::AutoScalingGroup", "AWS::EC2::LaunchTemplate", "AWS::EKS::AccessEntry", "AWS::EKS::Nodegroup"}
 	got := Types()
 	for _, w := range want {
