@@ -23,9 +23,9 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// resourcePollInterval is how often the compute and EKS types poll a service while they wait
-// (an Auto Scaling group's instances, a node group's status, an update); tests
-// shrink it.
+// resourcePollInterval is how often the compute and EKS types poll a service while
+// they wait (an Auto Scaling group's instances, a node group's status, an update);
+// tests shrink it.
 var resourcePollInterval = 2 * time.Second
 
 // propReader reads one resource's properties; the first fault is kept in err, in

@@ -110,6 +110,16 @@ func TestRollingUpdate(t *testing.T) {
 		waits: [][]string{{instanceID(3)}, {instanceID(4)}},
 		min:   1, max: 3, desired: 2,
 	}, {
+		name: "a batch above MaxSize: MaxSize is raised too", sizes: [3]string{"1", "2", "2"},
+		policy: map[string]any{"MinInstancesInService": "1", "MaxBatchSize": "2"},
+		events: []string{
+			"UPDATE_IN_PROGRESS Rolling update initiated. Terminating 2 obsolete instance(s) in batches of 2, while keeping at least 1 instance(s) in service.",
+			"UPDATE_IN_PROGRESS Temporarily setting autoscaling group MinSize and DesiredCapacity to 3.",
+			"UPDATE_IN_PROGRESS Terminating instance(s) [" + instanceID(1) + "," + instanceID(2) + "]; replacing with 1 new instance(s).",
+			"UPDATE_IN_PROGRESS Successfully terminated instance(s) [" + instanceID(1) + "," + instanceID(2) + "] (Progress 100%).",
+		},
+		min: 1, max: 2, desired: 2,
+	}, {
 		name: "eksctl's empty policy: batches of one, no signals, no pause", sizes: [3]string{"2", "2", "2"},
 		policy: map[string]any{},
 		events: []string{
