@@ -40,6 +40,13 @@ func parseLTSpec(n *protocol.Params) *ltSpec {
 	return s
 }
 
+// cloudFormationTags are the reserved tags CloudFormation puts on the groups of a
+// stack (and, propagated at launch, on their instances); the local CloudFormation
+// creates groups through this API, so these alone of the aws: keys are taken.
+var cloudFormationTags = map[string]bool{
+	"aws:cloudformation:stack-name": true, "aws:cloudformation:stack-id": true, "aws:cloudformation:logical-id": true,
+}
+
 func parseGroupParams(root *protocol.Params, create bool) (groupParams, *protocol.Error) {
 	var p groupParams
 	var aerr *protocol.Error
@@ -111,7 +118,7 @@ func parseGroupParams(root *protocol.Params, create bool) (groupParams, *protoco
 			if tag.Key == "" {
 				return p, protocol.ValidationError("Tag key cannot be empty.")
 			}
-			if strings.HasPrefix(tag.Key, "aws:") {
+			if strings.HasPrefix(tag.Key, "aws:") && !cloudFormationTags[tag.Key] {
 				return p, protocol.ValidationError("Tag keys starting with 'aws:' are reserved for internal use.")
 			}
 			p.tags = append(p.tags, tag)
