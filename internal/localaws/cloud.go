@@ -158,7 +158,7 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 	c.EC2.WithLaunchTemplates(c.LaunchTemplates)
 	c.AutoScaling = autoscaling.New(autoscaling.Config{AccountID: accountID, Region: c.Region, Templates: c.LaunchTemplates,
 		EC2: c.EC2, Profiles: c.IAM, Log: log})
-	c.CloudFormation = cloudformation.New()
+	c.CloudFormation = cloudformation.New().WithStacks(cloudformation.NewStacks(c.Region, accountID))
 	// STS reports, and checks, each role's unique ID as IAM holds it, and its trust policy.
 	c.STS.RoleIDs, c.STS.TrustPolicies = c.IAM.RoleID, c.IAM.TrustPolicy
 	c.STS.Users = c.users().Lookup
@@ -187,6 +187,11 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 	if c.edgeAddr != "" {
 		eps = append(eps, endpoint{&c.EdgeURL, c.Edge, stsTLS, c.edgeAddr})
 	}
+	type serving struct {
+		srv *http.Server
+		l   net.Listener
+	}
+	var servers []serving
 	for _, ep := range eps {
 		var lc net.ListenConfig
 		addr := cmp.Or(ep.addr, "127.0.0.1:0")
@@ -203,10 +208,17 @@ func StartCloud(ctx context.Context, accountID string, ca *pki.CA, log *slog.Log
 			scheme = "https://"
 		}
 		*ep.url = scheme + l.Addr().String()
-		srv := &http.Server{Handler: ep.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: ep.tls,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		servers = append(servers, serving{&http.Server{Handler: ep.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: ep.tls,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}, l})
+	}
+	// The stack engine makes resources through the edge, as the account's own control
+	// plane, so it runs only where the edge is served.
+	if c.EdgeURL != "" {
+		c.CloudFormation.WithEngine(ctx, c.engineConfig(log))
+	}
+	for _, s := range servers {
 		c.servers++
-		go func() { c.done <- httpserver.Serve(ctx, srv, l) }()
+		go func() { c.done <- httpserver.Serve(ctx, s.srv, s.l) }()
 	}
 	go func() {
 		c.AutoScaling.Run(ctx)

@@ -1,14 +1,16 @@
-// Package cloudformation is the local AWS's CloudFormation: SignalResource, what
-// cfn-signal sends at the end of a self-managed node group's user data, and the reads
-// eksctl and the AWS CLI make of stacks (ListStacks, DescribeStacks,
-// DescribeStackResources, DescribeStackEvents) over a stack store (Stacks). Of the
-// local AWS it imports the wire layer (protocol) only.
+// Package cloudformation is the local AWS's CloudFormation: a stack engine that
+// creates, updates and deletes stacks from templates (CreateStack, UpdateStack,
+// DeleteStack; the template language is package template, the resource types package
+// resource), the signals instances send (SignalResource, what cfn-signal calls) and
+// the resources that wait for them, and the reads eksctl and the AWS CLI make of
+// stacks over a stack store (Stacks). Of the local AWS it imports the wire layer
+// (protocol) only: resources are made through the SDK.
 package cloudformation
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
@@ -16,34 +18,23 @@ import (
 
 const xmlns = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
 
-// Signal is one SignalResource call: a stack's logical resource (such as NodeGroup)
-// signalled SUCCESS or FAILURE by one instance (UniqueID, its instance ID).
-type Signal struct {
-	StackName         string    `json:"stackName"`
-	LogicalResourceID string    `json:"logicalResourceId"`
-	UniqueID          string    `json:"uniqueId"`
-	Status            string    `json:"status"`
-	Time              time.Time `json:"time"`
-}
-
-// CloudFormation records the signals instances send (cfn-signal's SignalResource over
-// the Query protocol, Version 2010-05-15) and answers reads of its stack store, empty
-// until a stack engine puts stacks in it; SignalResource accepts any stack name. A signal from the same instance for the same resource replaces its earlier
-// one. Requests must carry a SigV4 Authorization header or cfn-signal's CFN_V1 one
-// (signed with the instance identity document), neither checked further. Safe for
-// concurrent use.
+// CloudFormation serves CloudFormation's Query protocol (Version 2010-05-15): the
+// stack engine's writes (WithEngine; without one, writes are refused and the store is
+// read only), the signals, and reads of its stack store. Requests must carry a SigV4
+// Authorization header or cfn-signal's CFN_V1 one (signed with the instance identity
+// document); the edge verifies SigV4. Safe for concurrent use.
 type CloudFormation struct {
 	now     func() time.Time
 	service *protocol.Service
 	stacks  *Stacks
-
-	mu      sync.Mutex
-	signals []Signal
+	engine  *Engine
+	box     *signalBox
+	log     *slog.Logger
 }
 
-// New returns the endpoint with no signals.
+// New returns the endpoint with no stacks and no engine.
 func New() *CloudFormation {
-	c := &CloudFormation{now: time.Now, stacks: NewStacks("us-west-2", "000000000000")}
+	c := &CloudFormation{now: time.Now, stacks: NewStacks("us-west-2", "000000000000"), box: newSignalBox(), log: slog.New(slog.DiscardHandler)}
 	c.service = &protocol.Service{
 		Dialect: protocol.Query, WriteError: protocol.QueryErrorWriter(xmlns), Wrap: protocol.QueryWrap(xmlns),
 		Authorized: func(r *http.Request) bool {
@@ -56,6 +47,14 @@ func New() *CloudFormation {
 			"DescribeStacks":         c.describeStacks,
 			"DescribeStackResources": c.describeStackResources,
 			"DescribeStackEvents":    c.describeStackEvents,
+			"DescribeStackResource":  c.describeStackResource,
+			"ListStackResources":     c.listStackResources,
+			"CreateStack":            c.createStack,
+			"UpdateStack":            c.updateStack,
+			"DeleteStack":            c.deleteStack,
+			"ValidateTemplate":       c.validateTemplate,
+			"GetTemplate":            c.getTemplate,
+			"ListExports":            c.listExports,
 		},
 	}
 	return c
@@ -73,43 +72,3 @@ func (c *CloudFormation) Stacks() *Stacks { return c.stacks }
 
 // ServeHTTP answers the actions of CloudFormation's table.
 func (c *CloudFormation) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.service.ServeHTTP(w, r) }
-
-// Signals returns the signals received, oldest first.
-func (c *CloudFormation) Signals() []Signal {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Signal(nil), c.signals...)
-}
-
-func (c *CloudFormation) signalResource(r *protocol.Request) (any, *protocol.Error) {
-	root := r.Params
-	var s Signal
-	s.StackName, _ = root.Str("StackName")
-	s.LogicalResourceID, _ = root.Str("LogicalResourceId")
-	s.UniqueID, _ = root.Str("UniqueId")
-	s.Status, _ = root.Str("Status")
-	for _, p := range []struct{ name, v string }{{"stackName", s.StackName}, {"logicalResourceId", s.LogicalResourceID}, {"uniqueId", s.UniqueID}, {"status", s.Status}} {
-		if p.v == "" {
-			return nil, protocol.ValidationError("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", p.name)
-		}
-	}
-	if s.Status != "SUCCESS" && s.Status != "FAILURE" {
-		return nil, protocol.ValidationError("1 validation error detected: Value '%s' at 'status' failed to satisfy constraint: Member must satisfy enum value set: [SUCCESS, FAILURE]", s.Status)
-	}
-	if aerr := root.Finish(); aerr != nil {
-		return nil, aerr
-	}
-	s.Time = c.now().UTC()
-	c.mu.Lock()
-	replaced := false
-	for i, old := range c.signals {
-		if old.StackName == s.StackName && old.LogicalResourceID == s.LogicalResourceID && old.UniqueID == s.UniqueID {
-			c.signals[i], replaced = s, true
-		}
-	}
-	if !replaced {
-		c.signals = append(c.signals, s)
-	}
-	c.mu.Unlock()
-	return nil, nil
-}

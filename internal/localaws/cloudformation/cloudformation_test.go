@@ -15,9 +15,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws/internal/awstest"
 )
 
-// SignalResource, as the SDK and as cfn-signal (CFN_V1 authorization) send it, records
-// one signal per stack, resource and instance.
-func TestCloudFormationSignalResource(t *testing.T) {
+// SignalResource checks its input before anything else, and without a stack engine
+// there is no stack to signal; cfn-signal's CFN_V1 authorization gets the same answer
+// as SigV4, and an unsigned request none.
+func TestCloudFormationSignalResourceWithoutStacks(t *testing.T) {
 	ctx := context.Background()
 	cf := New()
 	srv := httptest.NewServer(cf)
@@ -28,21 +29,14 @@ func TestCloudFormationSignalResource(t *testing.T) {
 			LogicalResourceId: aws.String("NodeGroup"), UniqueId: aws.String(id), Status: status})
 		return err
 	}
-	if err := send("i-0000000000000000a", cfntypes.ResourceSignalStatusFailure); err != nil {
-		t.Fatal(err)
+	err := send("i-0000000000000000a", cfntypes.ResourceSignalStatusSuccess)
+	if code, status := awstest.APICode(t, err); code != "ValidationError" || status != http.StatusBadRequest || !strings.Contains(err.Error(), "Stack with id eksctl-c1-nodegroup-ng1 does not exist") {
+		t.Errorf("a signal for no stack: %v", err)
 	}
-	if err := send("i-0000000000000000b", cfntypes.ResourceSignalStatusSuccess); err != nil {
-		t.Fatal(err)
-	}
-	// The first instance's bootstrap ran again and succeeded.
-	if err := send("i-0000000000000000a", cfntypes.ResourceSignalStatusSuccess); err != nil {
-		t.Fatal(err)
-	}
-	err := send("i-0000000000000000c", "MAYBE")
+	err = send("i-0000000000000000c", "MAYBE")
 	if code, status := awstest.APICode(t, err); code != "ValidationError" || status != http.StatusBadRequest || !strings.Contains(err.Error(), "[SUCCESS, FAILURE]") {
 		t.Errorf("bad status: %v", err)
 	}
-	// cfn-signal without credentials signs with the instance identity document.
 	form := url.Values{"Action": {"SignalResource"}, "Version": {"2010-05-15"}, "StackName": {"s2"}, "LogicalResourceId": {"NodeGroup"},
 		"UniqueId": {"i-0000000000000000d"}, "Status": {"SUCCESS"}}
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(form.Encode()))
@@ -50,7 +44,7 @@ func TestCloudFormationSignalResource(t *testing.T) {
 	req.Header.Set("Authorization", "CFN_V1 ZG9j:c2ln")
 	w := httptest.NewRecorder()
 	cf.ServeHTTP(w, req)
-	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "<SignalResourceResponse") {
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Stack with id s2 does not exist") {
 		t.Errorf("cfn-signal's request: %d %s", w.Code, w.Body)
 	}
 	req = httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(form.Encode()))
@@ -60,24 +54,10 @@ func TestCloudFormationSignalResource(t *testing.T) {
 	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "<Code>InvalidClientTokenId</Code>") {
 		t.Errorf("unsigned request: %d %s", w.Code, w.Body)
 	}
-
-	got := cf.Signals()
-	want := []Signal{
-		{StackName: "eksctl-c1-nodegroup-ng1", LogicalResourceID: "NodeGroup", UniqueID: "i-0000000000000000a", Status: "SUCCESS"},
-		{StackName: "eksctl-c1-nodegroup-ng1", LogicalResourceID: "NodeGroup", UniqueID: "i-0000000000000000b", Status: "SUCCESS"},
-		{StackName: "s2", LogicalResourceID: "NodeGroup", UniqueID: "i-0000000000000000d", Status: "SUCCESS"},
+	if got := cf.Signals(); len(got) != 0 {
+		t.Errorf("signals taken: %+v", got)
 	}
-	if len(got) != len(want) {
-		t.Fatalf("signals %+v", got)
-	}
-	for i := range want {
-		g := got[i]
-		if g.Time.IsZero() {
-			t.Errorf("signal %d has no time", i)
-		}
-		g.Time = want[i].Time
-		if g != want[i] {
-			t.Errorf("signal %d = %+v, want %+v", i, g, want[i])
-		}
+	if got := cf.RefusedSignals()["no-such-stack"]; got != 2 {
+		t.Errorf("refusals counted: %d", got)
 	}
 }

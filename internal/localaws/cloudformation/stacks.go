@@ -1,7 +1,7 @@
 package cloudformation
 
 // This file holds the stack store: the stacks the account has, as the read actions
-// show them. Nothing creates stacks yet; a stack engine will Put them.
+// show them. The stack engine (engine.go) puts and updates them.
 
 import (
 	"crypto/sha256"
@@ -92,6 +92,18 @@ func (s *Stacks) Put(st Stack) Stack {
 	delete(s.live, st.Name)
 	s.deleted = append(s.deleted, &st)
 	return clone(st)
+}
+
+// Update changes the live stack named name with fn, under the store's lock; false
+// when there is none.
+func (s *Stacks) Update(name string, fn func(*Stack)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.live[name]
+	if ok {
+		fn(st)
+	}
+	return ok
 }
 
 // Get finds a stack by name (live only) or by ID (live or deleted), as CloudFormation's
