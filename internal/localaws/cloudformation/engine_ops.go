@@ -131,12 +131,16 @@ func (e *Engine) createOne(ctx context.Context, run *stackRun, logical string) e
 		defer e.unexpect(run, logical)
 	}
 	res, err := e.types[tr.Type].Create(ctx, c)
+	if res.PhysicalID != "" {
+		// Made, even if it then failed (a node group that ended CREATE_FAILED): the
+		// rollback deletes it.
+		e.mu.Lock()
+		run.made[logical] = &made{typ: tr.Type, res: res, props: r.props}
+		e.mu.Unlock()
+	}
 	if err != nil {
 		return fail(handlerMessage(err))
 	}
-	e.mu.Lock()
-	run.made[logical] = &made{typ: tr.Type, res: res, props: r.props}
-	e.mu.Unlock()
 	e.resourceEvent(run, logical, tr.Type, res.PhysicalID, "CREATE_IN_PROGRESS", "Resource creation Initiated")
 	if wantSignals && count > 0 {
 		var accept func(string) bool
