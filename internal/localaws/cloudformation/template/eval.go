@@ -35,13 +35,15 @@ type evaluator struct {
 	t   *Template
 	env *Env
 	// evaluating guards against conditions that refer to themselves in a template
-	// that was not validated.
+	// that was not validated; known holds the conditions evaluated so far, so
+	// conditions that name each other cost one evaluation each.
 	evaluating map[string]bool
+	known      map[string]bool
 }
 
 // EvalConditions evaluates every condition of the template.
 func (t *Template) EvalConditions(env *Env) (map[string]bool, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}}
+	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
 	out := map[string]bool{}
 	for _, name := range sortedKeys(t.Conditions) {
 		b, err := e.condition(name, join("Conditions", name))
@@ -64,7 +66,7 @@ func (t *Template) Eval(v any, env *Env) (any, error) {
 // EvalAt is Eval of the expression at path (such as
 // Resources.NodeGroup.Properties), which errors name.
 func (t *Template) EvalAt(path string, v any, env *Env) (any, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}}
+	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
 	out, err := e.eval(v, path)
 	if err != nil {
 		return nil, t.redact(err, env)
@@ -461,6 +463,9 @@ func (e *evaluator) condition(name, path string) (bool, error) {
 	if b, ok := e.env.Conditions[name]; ok {
 		return b, nil
 	}
+	if b, ok := e.known[name]; ok {
+		return b, nil
+	}
 	expr, ok := e.t.Conditions[name]
 	if !ok {
 		return false, formatError(path, "Unresolved condition dependencies [%s] in the template", name)
@@ -470,7 +475,11 @@ func (e *evaluator) condition(name, path string) (bool, error) {
 	}
 	e.evaluating[name] = true
 	defer delete(e.evaluating, name)
-	return e.boolean(expr, join("Conditions", name))
+	b, err := e.boolean(expr, join("Conditions", name))
+	if err == nil {
+		e.known[name] = b
+	}
+	return b, err
 }
 
 // boolean evaluates a condition expression.
