@@ -50,7 +50,7 @@ func knownParameterType(typ string) bool {
 	case "String":
 		return true
 	case "Number":
-		return !ssm || isList
+		return !ssm
 	}
 	_, ok := awsTypes[elem]
 	return ok

@@ -216,7 +216,8 @@ func TestParseRefusals(t *testing.T) {
 		name, body, path, msg string
 	}{
 		{"bad JSON", "{\n \"Resources\": {,}\n}", "", "Template format error: JSON not well-formed. (line 2, column 16)"},
-		{"bad YAML", "Resources:\n  A: [\n", "", "Template format error: YAML not well-formed."},
+		{"bad YAML", "Resources:\n  A: [\n", "", "Template format error: YAML not well-formed. did not find expected node content (line 2)"},
+		{"byte order mark", "\ufeff{\"Resources\": 1}", "Resources", "Resources must be an object"},
 		{"scalar", "hello", "", "Template format error: unsupported structure."},
 		{"empty", "", "", "Template format error: unsupported structure."},
 		{"two documents", "Resources: {}\n---\nA: b\n", "", "A template is one YAML document"},

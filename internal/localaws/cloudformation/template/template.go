@@ -8,6 +8,7 @@
 package template
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 )
@@ -96,8 +97,10 @@ func templateError(path, format string, args ...any) *Error {
 var sections = []string{"AWSTemplateFormatVersion", "Conditions", "Description", "Mappings", "Metadata", "Outputs", "Parameters", "Resources", "Rules", "Transform"}
 
 // Parse reads a JSON or YAML template (a body whose first non-blank character is '{'
-// is JSON) and checks the shape of its sections. Bodies over MaxBodySize are refused.
-// Errors are *Error.
+// is JSON) and checks the shape of its sections: the known sections only, each
+// parameter, mapping, resource and output an object with the members CloudFormation
+// allows, logical IDs alphanumeric, no nulls. What the template refers to is
+// Validate's to check. Bodies over MaxBodySize are refused. Errors are *Error.
 func Parse(body []byte) (*Template, error) {
 	if len(body) > MaxBodySize {
 		return nil, &Error{Message: sprintf("Template may not exceed %d bytes in size.", MaxBodySize)}
@@ -107,10 +110,11 @@ func Parse(body []byte) (*Template, error) {
 		order []string
 		err   error
 	)
-	if trimmed := strings.TrimLeft(string(body), " \t\r\n\ufeff"); strings.HasPrefix(trimmed, "{") {
-		root, order, err = decodeJSON(body)
+	text := bytes.TrimPrefix(body, []byte("\ufeff")) // a UTF-8 byte order mark
+	if bytes.HasPrefix(bytes.TrimLeft(text, " \t\r\n"), []byte("{")) {
+		root, order, err = decodeJSON(text)
 	} else {
-		root, order, err = decodeYAML(body)
+		root, order, err = decodeYAML(text)
 	}
 	if err != nil {
 		return nil, err
