@@ -256,11 +256,8 @@ func yamlScalar(n *yaml.Node, path string) (any, error) {
 	case "!!null":
 		return nil, nullError(path)
 	case "!!bool":
-		b, err := strconv.ParseBool(strings.ToLower(n.Value))
-		if err != nil {
-			return n.Value, nil
-		}
-		return strconv.FormatBool(b), nil
+		// The YAML library tags true/True/TRUE and false/False/FALSE only.
+		return strconv.FormatBool(strings.EqualFold(n.Value, "true")), nil
 	case "!!int":
 		if i, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
 			return strconv.FormatInt(i, 10), nil

@@ -171,7 +171,7 @@ func TestEvalGoldenUserData(t *testing.T) {
 		t.Fatal(err)
 	}
 	given := map[string]string{"ClusterName": "demo", "ClusterControlPlaneSecurityGroup": "sg-1", "NodeGroupName": "ng", "VpcId": "vpc-1", "Subnets": "subnet-1, subnet-2"}
-	params, err := tmpl.BindParameters(given, func(name string) (string, error) { return "ami-0abc", nil })
+	params, err := tmpl.BindParameters(given, func(string) (string, error) { return "ami-0abc", nil })
 	if err != nil {
 		t.Fatal(err)
 	}

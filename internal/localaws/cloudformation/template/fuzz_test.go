@@ -2,6 +2,7 @@ package template
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -66,7 +67,8 @@ func FuzzParse(f *testing.F) {
 		defer timer.Stop()
 		tmpl, err := Parse(body)
 		if err != nil {
-			if _, ok := err.(*Error); !ok {
+			var e *Error
+			if !errors.As(err, &e) {
 				t.Fatalf("Parse error %T is not an *Error: %v", err, err)
 			}
 			return

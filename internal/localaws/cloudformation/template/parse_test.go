@@ -236,7 +236,7 @@ func TestParseRefusals(t *testing.T) {
 		{"unknown tag", "Resources: {A: {Type: T, Properties: {X: !Reff Y}}}", "Resources.A.Properties.X", "Unsupported tag !Reff (line 1, column 42)"},
 		{"parameter type", "Parameters: {P: {Type: Strin}}\nResources: {A: {Type: T}}", "Parameters.P.Type", "Template format error: Unrecognized parameter type: Strin"},
 		{"parameter without type", "Parameters: {P: {Default: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Every Parameters object must contain a Type member."},
-		{"parameter property", "Parameters: {P: {Type: String, Defualt: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Invalid template parameter property 'Defualt'"},
+		{"parameter property", "Parameters: {P: {Type: String, Defaults: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Invalid template parameter property 'Defaults'"},
 		{"parameter bound", "Parameters: {P: {Type: Number, MinValue: x}}\nResources: {A: {Type: T}}", "Parameters.P.MinValue", "MinValue must be a number"},
 		{"mapping value", "Mappings: {M: {a: {b: {c: d}}}}\nResources: {A: {Type: T}}", "Mappings.M.a.b", "Template format error: Every Mappings attribute must be a String or a List."},
 		{"output without value", "Resources: {A: {Type: T}}\nOutputs: {O: {Description: x}}", "Outputs.O", "Template format error: Every Outputs member must contain a Value object"},

@@ -67,37 +67,57 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 	}
 	deps := map[string][]string{}
 	for _, id := range sortedKeys(t.Resources) {
-		r, path := t.Resources[id], join("Resources", id)
-		if _, clash := t.Parameters[id]; clash {
-			return formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
-		}
-		if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
+		d, err := t.validateResource(id)
+		if err != nil {
 			return err
 		}
-		sc := &scope{section: "Resources", deps: map[string]bool{}}
-		for i, d := range r.DependsOn {
-			if _, ok := t.Resources[d]; !ok {
-				return formatError(index(join(path, "DependsOn"), i), "Unresolved resource dependencies [%s] in the Resources block of the template", d)
-			}
-			sc.deps[d] = true
-		}
-		for _, part := range []struct {
-			key string
-			v   map[string]any
-		}{{"Properties", r.Properties}, {"CreationPolicy", r.CreationPolicy}, {"UpdatePolicy", r.UpdatePolicy}, {"Metadata", r.Metadata}} {
-			if part.v != nil {
-				if err := t.check(part.v, join(path, part.key), sc); err != nil {
-					return err
-				}
-			}
-		}
-		for _, p := range []struct{ key, v string }{{"DeletionPolicy", r.DeletionPolicy}, {"UpdateReplacePolicy", r.UpdateReplacePolicy}} {
-			if p.v != "" && !slices.Contains([]string{"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"}, p.v) {
-				return formatError(join(path, p.key), "Unrecognized %s %s for resource %s; it is one of Delete, Retain, RetainExceptOnCreate and Snapshot", p.key, p.v, id)
-			}
-		}
-		deps[id] = slices.Sorted(maps.Keys(sc.deps))
+		deps[id] = d
 	}
+	if err := t.validateOutputs(); err != nil {
+		return err
+	}
+	if cycle := cycles(deps); len(cycle) > 0 {
+		return &Error{Message: "Circular dependency between resources: [" + strings.Join(cycle, ", ") + "]"}
+	}
+	t.deps = deps
+	return nil
+}
+
+// validateResource checks one resource and returns its direct dependencies.
+func (t *Template) validateResource(id string) ([]string, error) {
+	r, path := t.Resources[id], join("Resources", id)
+	if _, clash := t.Parameters[id]; clash {
+		return nil, formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
+	}
+	if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
+		return nil, err
+	}
+	sc := &scope{section: "Resources", deps: map[string]bool{}}
+	for i, d := range r.DependsOn {
+		if _, ok := t.Resources[d]; !ok {
+			return nil, formatError(index(join(path, "DependsOn"), i), "Unresolved resource dependencies [%s] in the Resources block of the template", d)
+		}
+		sc.deps[d] = true
+	}
+	for _, part := range []struct {
+		key string
+		v   map[string]any
+	}{{"Properties", r.Properties}, {"CreationPolicy", r.CreationPolicy}, {"UpdatePolicy", r.UpdatePolicy}, {"Metadata", r.Metadata}} {
+		if part.v != nil {
+			if err := t.check(part.v, join(path, part.key), sc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, p := range []struct{ key, v string }{{"DeletionPolicy", r.DeletionPolicy}, {"UpdateReplacePolicy", r.UpdateReplacePolicy}} {
+		if p.v != "" && !slices.Contains([]string{"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"}, p.v) {
+			return nil, formatError(join(path, p.key), "Unrecognized %s %s for resource %s; it is one of Delete, Retain, RetainExceptOnCreate and Snapshot", p.key, p.v, id)
+		}
+	}
+	return slices.Sorted(maps.Keys(sc.deps)), nil
+}
+
+func (t *Template) validateOutputs() error {
 	for _, id := range sortedKeys(t.Outputs) {
 		o, path := t.Outputs[id], join("Outputs", id)
 		if err := t.conditionExists(o.Condition, join(path, "Condition"), "Outputs"); err != nil {
@@ -113,10 +133,6 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 			}
 		}
 	}
-	if cycle := cycles(deps); len(cycle) > 0 {
-		return &Error{Message: "Circular dependency between resources: [" + strings.Join(cycle, ", ") + "]"}
-	}
-	t.deps = deps
 	return nil
 }
 
@@ -267,103 +283,149 @@ func (t *Template) checkArgs(args []any, path string, sc *scope) error {
 	return nil
 }
 
+// checker checks one function's argument.
+type checker func(t *Template, arg any, path string, sc *scope) error
+
+// checkers are the functions' checkers (set in init: they call check, which uses
+// them).
+var checkers map[string]checker
+
+func init() {
+	boolean := func(fn string) checker {
+		return func(t *Template, arg any, path string, sc *scope) error { return t.checkBoolean(fn, arg, path, sc) }
+	}
+	oneValue := func(fn string) checker {
+		return func(t *Template, arg any, path string, sc *scope) error {
+			if !isString(arg) && !isCall(arg) {
+				return templateError(path, "%s requires a single string value or a function that returns one", fn)
+			}
+			return t.check(arg, path, sc)
+		}
+	}
+	checkers = map[string]checker{
+		"Ref": (*Template).checkRef, "Fn::GetAtt": (*Template).checkGetAtt, "Fn::Sub": (*Template).checkSub,
+		"Fn::Join": (*Template).checkJoin, "Fn::Split": (*Template).checkSplit, "Fn::Select": (*Template).checkSelect,
+		"Fn::If": (*Template).checkIf, "Fn::Equals": (*Template).checkEquals, "Condition": (*Template).checkCondition,
+		"Fn::FindInMap": (*Template).checkFindInMap, "Fn::Cidr": (*Template).checkCidr,
+		"Fn::Not": boolean("Fn::Not"), "Fn::And": boolean("Fn::And"), "Fn::Or": boolean("Fn::Or"),
+		"Fn::Base64": oneValue("Fn::Base64"), "Fn::GetAZs": oneValue("Fn::GetAZs"), "Fn::ImportValue": oneValue("Fn::ImportValue"),
+	}
+}
+
 func (t *Template) checkFunction(fn string, arg any, path string, sc *scope) error {
-	switch fn {
-	case "Ref":
-		name, ok := arg.(string)
-		if !ok || name == "" {
-			return formatError(path, "Every Ref object must have a single String value.")
-		}
-		return t.refTarget(name, path, sc)
-	case "Fn::GetAtt":
-		args, ok := list(arg, 2)
-		res, _ := getAttResource(args)
-		if !ok || res == "" || args[1] == "" || !isString(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::GetAtt object requires two non-empty parameters, the resource name and the attribute name")
-		}
-		if err := t.check(args[1], index(path, 1), sc); err != nil {
-			return err
-		}
-		return t.getAttTarget(fn, res, path, sc)
-	case "Fn::Sub":
-		return t.checkSub(arg, path, sc)
-	case "Fn::Join":
-		args, ok := list(arg, 2)
-		if !ok || !isString(args[0]) || !isList(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Split":
-		args, ok := list(arg, 2)
-		if !ok || !isString(args[0]) || args[0] == "" || !isString(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::Split object requires two parameters, (1) a non-empty string delimiter and (2) a string to be split or a function that returns a string to be split.")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Select":
-		args, ok := list(arg, 2)
-		if ok && isString(args[0]) {
-			n, err := atoi(args[0].(string))
-			ok = err == nil && n >= 0
-		}
-		if !ok || !isString(args[0]) && !isCall(args[0]) || !isList(args[1]) && !isCall(args[1]) {
-			return templateError(path, "Fn::Select requires a list argument with two elements: a non-negative integer index and a list of values or a function that returns one")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::If":
-		args, ok := list(arg, 3)
-		if !ok || !isString(args[0]) {
-			return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
-		}
-		if _, ok := t.Conditions[args[0].(string)]; !ok {
-			return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
-		}
-		return t.checkArgs(args[1:], path, sc)
-	case "Fn::Equals":
-		args, ok := list(arg, 2)
-		if !ok {
-			return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
-		}
-		return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps})
-	case "Fn::Not", "Fn::And", "Fn::Or":
-		return t.checkBoolean(fn, arg, path, sc)
-	case "Condition":
-		name, ok := arg.(string)
-		if !ok {
-			return templateError(path, "Condition requires a single string value, the condition's name")
-		}
-		if _, ok := t.Conditions[name]; !ok {
-			return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, sc.section)
-		}
-		return nil
-	case "Fn::FindInMap":
-		args, ok := list(arg, 3)
-		if !ok {
-			return templateError(path, "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
-		}
-		for i, a := range args {
-			if !isString(a) && !isCall(a) {
-				return templateError(index(path, i), "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
-			}
-		}
-		if name, ok := args[0].(string); ok {
-			if _, ok := t.Mappings[name]; !ok {
-				return templateError(index(path, 0), "Mapping named '%s' is not present in the 'Mappings' section of template.", name)
-			}
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Base64", "Fn::GetAZs", "Fn::ImportValue":
-		if !isString(arg) && !isCall(arg) {
-			return templateError(path, "%s requires a single string value or a function that returns one", fn)
-		}
-		return t.check(arg, path, sc)
-	case "Fn::Cidr":
-		args, ok := list(arg, 3)
-		if !ok {
-			return templateError(path, "Fn::Cidr requires a list argument with three elements: an IP block, the count of subnets and the subnet mask's host bits")
-		}
-		return t.checkArgs(args, path, sc)
+	if c, ok := checkers[fn]; ok {
+		return c(t, arg, path, sc)
 	}
 	return templateError(path, "Encountered unsupported function: %s Supported functions are: [%s]", fn, strings.Join(functions, ", "))
+}
+
+func (t *Template) checkRef(arg any, path string, sc *scope) error {
+	name, ok := arg.(string)
+	if !ok || name == "" {
+		return formatError(path, "Every Ref object must have a single String value.")
+	}
+	return t.refTarget(name, path, sc)
+}
+
+func (t *Template) checkGetAtt(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	res := getAttResource(args)
+	if !ok || res == "" || args[1] == "" || !isString(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::GetAtt object requires two non-empty parameters, the resource name and the attribute name")
+	}
+	if err := t.check(args[1], index(path, 1), sc); err != nil {
+		return err
+	}
+	return t.getAttTarget("Fn::GetAtt", res, path, sc)
+}
+
+func (t *Template) checkJoin(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok || !isString(args[0]) || !isList(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkSplit(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok || !isString(args[0]) || args[0] == "" || !isString(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::Split object requires two parameters, (1) a non-empty string delimiter and (2) a string to be split or a function that returns a string to be split.")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkSelect(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if ok {
+		if s, literal := args[0].(string); literal {
+			n, err := atoi(s)
+			ok = err == nil && n >= 0
+		} else {
+			ok = isCall(args[0])
+		}
+	}
+	if !ok || !isList(args[1]) && !isCall(args[1]) {
+		return templateError(path, "Fn::Select requires a list argument with two elements: a non-negative integer index and a list of values or a function that returns one")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkIf(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 3)
+	if !ok || !isString(args[0]) {
+		return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
+	}
+	if _, ok := t.Conditions[args[0].(string)]; !ok {
+		return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
+	}
+	return t.checkArgs(args[1:], path, sc)
+}
+
+func (t *Template) checkEquals(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok {
+		return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
+	}
+	return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps})
+}
+
+func (t *Template) checkCondition(arg any, path string, sc *scope) error {
+	name, ok := arg.(string)
+	if !ok {
+		return templateError(path, "Condition requires a single string value, the condition's name")
+	}
+	if _, ok := t.Conditions[name]; !ok {
+		return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, sc.section)
+	}
+	return nil
+}
+
+func (t *Template) checkFindInMap(arg any, path string, sc *scope) error {
+	const msg = "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value"
+	args, ok := list(arg, 3)
+	if !ok {
+		return templateError(path, msg)
+	}
+	for i, a := range args {
+		if !isString(a) && !isCall(a) {
+			return templateError(index(path, i), msg)
+		}
+	}
+	if name, ok := args[0].(string); ok {
+		if _, ok := t.Mappings[name]; !ok {
+			return templateError(index(path, 0), "Mapping named '%s' is not present in the 'Mappings' section of template.", name)
+		}
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkCidr(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 3)
+	if !ok {
+		return templateError(path, "Fn::Cidr requires a list argument with three elements: an IP block, the count of subnets and the subnet mask's host bits")
+	}
+	return t.checkArgs(args, path, sc)
 }
 
 // checkBoolean checks Fn::Not (one condition) and Fn::And/Fn::Or (2 to 10).
@@ -388,13 +450,13 @@ func (t *Template) checkBoolean(fn string, arg any, path string, sc *scope) erro
 	return nil
 }
 
-// getAttResource returns the resource of a GetAtt's arguments.
-func getAttResource(args []any) (string, bool) {
+// getAttResource returns the resource of a GetAtt's arguments ("" if none).
+func getAttResource(args []any) string {
 	if len(args) == 0 {
-		return "", false
+		return ""
 	}
-	s, ok := args[0].(string)
-	return s, ok
+	s, _ := args[0].(string)
+	return s
 }
 
 func isString(v any) bool {
