@@ -136,10 +136,13 @@ func reencodeYAML(t testing.TB, body []byte) ([]byte, bool) {
 }
 
 func TestGoldenRoundTrip(t *testing.T) {
-	for _, name := range []string{"testdata/eksctl-nodegroup.json"} {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
+	for _, name := range []string{"testdata/eksctl-nodegroup.json", "longForms"} {
+		body := []byte(longForms)
+		if name != "longForms" {
+			var err error
+			if body, err = os.ReadFile(name); err != nil {
+				t.Fatal(err)
+			}
 		}
 		j := mustValid(t, string(body))
 		y, ok := reencodeYAML(t, body)
