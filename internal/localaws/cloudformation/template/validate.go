@@ -39,6 +39,33 @@ type scope struct {
 	section     string // "Resources", "Outputs" or "Conditions"
 	inCondition bool
 	deps        map[string]bool // resources referred to (nil: none may be)
+	// missing collects the names referred to that do not exist, so one error names
+	// them all as CloudFormation's does (nil: the first is the error).
+	missing *missing
+}
+
+// missing are the unknown names a section refers to, in the order found, and where
+// the first is.
+type missing struct {
+	names []string
+	path  string
+}
+
+func (m *missing) add(name, path string) {
+	if len(m.names) == 0 {
+		m.path = path
+	}
+	if !slices.Contains(m.names, name) {
+		m.names = append(m.names, name)
+	}
+}
+
+// err is the section's error, nil when nothing is missing.
+func (m *missing) err(section string) error {
+	if len(m.names) == 0 {
+		return nil
+	}
+	return formatError(m.path, "Unresolved resource dependencies [%s] in the %s block of the template", strings.Join(m.names, ", "), section)
 }
 
 // Validate checks the template as CreateStack and ValidateTemplate do before anything
@@ -66,12 +93,16 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 		return err
 	}
 	deps := map[string][]string{}
+	unresolved := &missing{}
 	for _, id := range sortedKeys(t.Resources) {
-		d, err := t.validateResource(id)
+		d, err := t.validateResource(id, unresolved)
 		if err != nil {
 			return err
 		}
 		deps[id] = d
+	}
+	if err := unresolved.err("Resources"); err != nil {
+		return err
 	}
 	if err := t.validateOutputs(); err != nil {
 		return err
@@ -84,7 +115,7 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 }
 
 // validateResource checks one resource and returns its direct dependencies.
-func (t *Template) validateResource(id string) ([]string, error) {
+func (t *Template) validateResource(id string, unresolved *missing) ([]string, error) {
 	r, path := t.Resources[id], join("Resources", id)
 	if _, clash := t.Parameters[id]; clash {
 		return nil, formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
@@ -92,10 +123,11 @@ func (t *Template) validateResource(id string) ([]string, error) {
 	if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
 		return nil, err
 	}
-	sc := &scope{section: "Resources", deps: map[string]bool{}}
+	sc := &scope{section: "Resources", deps: map[string]bool{}, missing: unresolved}
 	for i, d := range r.DependsOn {
 		if _, ok := t.Resources[d]; !ok {
-			return nil, formatError(index(join(path, "DependsOn"), i), "Unresolved resource dependencies [%s] in the Resources block of the template", d)
+			unresolved.add(d, index(join(path, "DependsOn"), i))
+			continue
 		}
 		sc.deps[d] = true
 	}
@@ -118,12 +150,13 @@ func (t *Template) validateResource(id string) ([]string, error) {
 }
 
 func (t *Template) validateOutputs() error {
+	unresolved := &missing{}
 	for _, id := range sortedKeys(t.Outputs) {
 		o, path := t.Outputs[id], join("Outputs", id)
 		if err := t.conditionExists(o.Condition, join(path, "Condition"), "Outputs"); err != nil {
 			return err
 		}
-		sc := &scope{section: "Outputs", deps: map[string]bool{}}
+		sc := &scope{section: "Outputs", deps: map[string]bool{}, missing: unresolved}
 		if err := t.check(o.Value, join(path, "Value"), sc); err != nil {
 			return err
 		}
@@ -133,7 +166,7 @@ func (t *Template) validateOutputs() error {
 			}
 		}
 	}
-	return nil
+	return unresolved.err("Outputs")
 }
 
 func (t *Template) validateParameters() error {
@@ -242,6 +275,10 @@ func (t *Template) refTarget(name, path string, sc *scope) error {
 		if sc.deps != nil {
 			sc.deps[name] = true
 		}
+		return nil
+	}
+	if sc.missing != nil {
+		sc.missing.add(name, path)
 		return nil
 	}
 	return formatError(path, "Unresolved resource dependencies [%s] in the %s block of the template", name, sc.section)
@@ -373,8 +410,11 @@ func (t *Template) checkSelect(arg any, path string, sc *scope) error {
 
 func (t *Template) checkIf(arg any, path string, sc *scope) error {
 	args, ok := list(arg, 3)
-	if !ok || !isString(args[0]) {
+	if !ok {
 		return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
+	}
+	if !isString(args[0]) {
+		return templateError(index(path, 0), "Fn::If requires a list argument with the first element being a condition")
 	}
 	if _, ok := t.Conditions[args[0].(string)]; !ok {
 		return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
@@ -387,7 +427,7 @@ func (t *Template) checkEquals(arg any, path string, sc *scope) error {
 	if !ok {
 		return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
 	}
-	return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps})
+	return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps, missing: sc.missing})
 }
 
 func (t *Template) checkCondition(arg any, path string, sc *scope) error {
@@ -437,7 +477,7 @@ func (t *Template) checkBoolean(fn string, arg any, path string, sc *scope) erro
 	if fn != "Fn::Not" && (!ok || len(args) < 2 || len(args) > 10) {
 		return templateError(path, "every %s object requires a list of at least 2 and at most 10 conditions", fn)
 	}
-	inner := &scope{section: sc.section, inCondition: true, deps: sc.deps}
+	inner := &scope{section: sc.section, inCondition: true, deps: sc.deps, missing: sc.missing}
 	for i, a := range args {
 		name, _, ok := intrinsic(a, true)
 		if !ok || !slices.Contains(conditionFunctions, name) {
