@@ -42,9 +42,17 @@ type evaluator struct {
 	known      map[string]bool
 }
 
+// newEvaluator returns an evaluator over env (nil: an empty one).
+func (t *Template) newEvaluator(env *Env) *evaluator {
+	if env == nil {
+		env = &Env{}
+	}
+	return &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
+}
+
 // EvalConditions evaluates every condition of the template.
 func (t *Template) EvalConditions(env *Env) (map[string]bool, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
+	e := t.newEvaluator(env)
 	out := map[string]bool{}
 	for _, name := range sortedKeys(t.Conditions) {
 		b, err := e.condition(name, join("Conditions", name))
@@ -67,7 +75,7 @@ func (t *Template) Eval(v any, env *Env) (any, error) {
 // EvalAt is Eval of the expression at path (such as
 // Resources.NodeGroup.Properties), which errors name.
 func (t *Template) EvalAt(path string, v any, env *Env) (any, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
+	e := t.newEvaluator(env)
 	out, err := e.eval(v, path)
 	if err != nil {
 		return nil, t.redact(err, env)
@@ -108,10 +116,16 @@ func (t *Template) redact(err error, env *Env) error {
 	if !errors.As(err, &e) || env == nil {
 		return err
 	}
+	var secrets []string
 	for name, p := range t.Parameters {
 		if v := env.Parameters[name]; p.NoEcho && v != "" {
-			e.Message = strings.ReplaceAll(e.Message, v, "****")
+			secrets = append(secrets, v)
 		}
+	}
+	// The longest first, so a secret inside another is not left half shown.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		e.Message = strings.ReplaceAll(e.Message, v, "****")
 	}
 	return e
 }

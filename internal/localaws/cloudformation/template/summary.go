@@ -104,7 +104,7 @@ type OutputValue struct {
 // shows a List parameter's Ref; any other value that is no string is an error.
 func (t *Template) EvalOutputs(env *Env) ([]OutputValue, error) {
 	var out []OutputValue
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
+	e := t.newEvaluator(env)
 	for _, key := range sortedKeys(t.Outputs) {
 		o, path := t.Outputs[key], join("Outputs", key)
 		if o.Condition != "" {
