@@ -175,10 +175,18 @@ func decodeYAML(body []byte) (any, []string, error) {
 }
 
 // yamlReason is the YAML library's message without its prefix, which names the
-// library rather than the template.
+// library rather than the template, and with its line at the end as CloudFormation
+// writes it: "did not find expected key (line 3)".
 func yamlReason(err error) string {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	return strings.ReplaceAll(s, "yaml: ", "")
+	s := strings.ReplaceAll(err.Error(), "yaml: ", "")
+	if rest, ok := strings.CutPrefix(s, "line "); ok {
+		if n, msg, ok := strings.Cut(rest, ": "); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return msg + " (line " + n + ")"
+			}
+		}
+	}
+	return s
 }
 
 func yamlPos(n *yaml.Node) string { return sprintf("(line %d, column %d)", n.Line, n.Column) }
@@ -248,11 +256,8 @@ func yamlScalar(n *yaml.Node, path string) (any, error) {
 	case "!!null":
 		return nil, nullError(path)
 	case "!!bool":
-		b, err := strconv.ParseBool(strings.ToLower(n.Value))
-		if err != nil {
-			return n.Value, nil
-		}
-		return strconv.FormatBool(b), nil
+		// The YAML library tags true/True/TRUE and false/False/FALSE only.
+		return strconv.FormatBool(strings.EqualFold(n.Value, "true")), nil
 	case "!!int":
 		if i, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
 			return strconv.FormatInt(i, 10), nil

@@ -2,6 +2,7 @@ package template
 
 import (
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,13 +36,23 @@ type evaluator struct {
 	t   *Template
 	env *Env
 	// evaluating guards against conditions that refer to themselves in a template
-	// that was not validated.
+	// that was not validated; known holds the conditions evaluated so far, so
+	// conditions that name each other cost one evaluation each.
 	evaluating map[string]bool
+	known      map[string]bool
+}
+
+// newEvaluator returns an evaluator over env (nil: an empty one).
+func (t *Template) newEvaluator(env *Env) *evaluator {
+	if env == nil {
+		env = &Env{}
+	}
+	return &evaluator{t: t, env: env, evaluating: map[string]bool{}, known: map[string]bool{}}
 }
 
 // EvalConditions evaluates every condition of the template.
 func (t *Template) EvalConditions(env *Env) (map[string]bool, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}}
+	e := t.newEvaluator(env)
 	out := map[string]bool{}
 	for _, name := range sortedKeys(t.Conditions) {
 		b, err := e.condition(name, join("Conditions", name))
@@ -64,7 +75,7 @@ func (t *Template) Eval(v any, env *Env) (any, error) {
 // EvalAt is Eval of the expression at path (such as
 // Resources.NodeGroup.Properties), which errors name.
 func (t *Template) EvalAt(path string, v any, env *Env) (any, error) {
-	e := &evaluator{t: t, env: env, evaluating: map[string]bool{}}
+	e := t.newEvaluator(env)
 	out, err := e.eval(v, path)
 	if err != nil {
 		return nil, t.redact(err, env)
@@ -101,14 +112,20 @@ func (t *Template) EvalResource(logicalID string, env *Env) (props, creation, up
 
 // redact replaces NoEcho parameter values in an error's message, so none is shown.
 func (t *Template) redact(err error, env *Env) error {
-	e, ok := err.(*Error)
-	if !ok || env == nil {
+	var e *Error
+	if !errors.As(err, &e) || env == nil {
 		return err
 	}
+	var secrets []string
 	for name, p := range t.Parameters {
 		if v := env.Parameters[name]; p.NoEcho && v != "" {
-			e.Message = strings.ReplaceAll(e.Message, v, "****")
+			secrets = append(secrets, v)
 		}
+	}
+	// The longest first, so a secret inside another is not left half shown.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		e.Message = strings.ReplaceAll(e.Message, v, "****")
 	}
 	return e
 }
@@ -184,108 +201,128 @@ func (e *evaluator) strings(v any, path, what string) ([]string, error) {
 	return out, nil
 }
 
-func (e *evaluator) call(fn string, arg any, path string) (any, error) {
-	switch fn {
-	case "Ref":
-		name, _ := arg.(string)
-		return e.ref(name, path)
-	case "Fn::GetAtt":
-		return e.getAtt(arg, path)
-	case "Fn::Sub":
-		return e.sub(arg, path)
-	case "Fn::Join":
-		args, ok := list(arg, 2)
-		if !ok {
-			return nil, templateError(path, "every Fn::Join object requires two parameters")
-		}
-		delim, err := e.str(args[0], index(path, 0), "Fn::Join's delimiter")
-		if err != nil {
-			return nil, err
-		}
-		items, err := e.strings(args[1], index(path, 1), "Fn::Join's values")
-		if err != nil {
-			return nil, err
-		}
-		return strings.Join(items, delim), nil
-	case "Fn::Split":
-		args, ok := list(arg, 2)
-		if !ok {
-			return nil, templateError(path, "every Fn::Split object requires two parameters")
-		}
-		delim, err := e.str(args[0], index(path, 0), "Fn::Split's delimiter")
-		if err != nil {
-			return nil, err
-		}
-		s, err := e.str(args[1], index(path, 1), "Fn::Split's source")
-		if err != nil {
-			return nil, err
-		}
-		if delim == "" {
-			return nil, templateError(index(path, 0), "Fn::Split's delimiter must not be empty")
-		}
-		var out []any
-		for _, p := range strings.Split(s, delim) {
-			out = append(out, p)
-		}
-		return out, nil
-	case "Fn::Select":
-		return e.sel(arg, path)
-	case "Fn::If":
-		args, ok := list(arg, 3)
-		name, _ := getAttResource(args)
-		if !ok {
-			return nil, templateError(path, "Fn::If requires a list argument with three elements")
-		}
-		b, err := e.condition(name, index(path, 0))
-		if err != nil {
-			return nil, err
-		}
-		if b {
-			return e.eval(args[1], index(path, 1))
-		}
-		return e.eval(args[2], index(path, 2))
-	case "Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or", "Condition":
-		b, err := e.boolean(map[string]any{fn: arg}, strings.TrimSuffix(path, "."+fn))
-		if err != nil {
-			return nil, err
-		}
-		return strconv.FormatBool(b), nil
-	case "Fn::FindInMap":
-		return e.findInMap(arg, path)
-	case "Fn::Base64":
-		s, err := e.str(arg, path, "Fn::Base64's value")
-		if err != nil {
-			return nil, err
-		}
-		return base64.StdEncoding.EncodeToString([]byte(s)), nil
-	case "Fn::GetAZs":
-		region, err := e.str(arg, path, "Fn::GetAZs's region")
-		if err != nil {
-			return nil, err
-		}
-		if region != "" && region != e.env.Region {
-			return nil, templateError(path, "Fn::GetAZs can list the zones of the stack's region %s only, not %s", e.env.Region, region)
-		}
-		out := make([]any, len(e.env.Zones))
-		for i, z := range e.env.Zones {
-			out[i] = z
-		}
-		return out, nil
-	case "Fn::ImportValue":
-		name, err := e.str(arg, path, "Fn::ImportValue's export name")
-		if err != nil {
-			return nil, err
-		}
-		if e.env.Import != nil {
-			if v, ok := e.env.Import(name); ok {
-				return v, nil
+// evaluators evaluate each function (set in init: they call eval, which uses them).
+var evaluators map[string]func(e *evaluator, arg any, path string) (any, error)
+
+func init() {
+	boolean := func(fn string) func(*evaluator, any, string) (any, error) {
+		return func(e *evaluator, arg any, path string) (any, error) {
+			b, err := e.boolean(map[string]any{fn: arg}, strings.TrimSuffix(path, "."+fn))
+			if err != nil {
+				return nil, err
 			}
+			return strconv.FormatBool(b), nil
 		}
-		return nil, &Error{Path: path, Message: "No export named " + name + " found"}
-	case "Fn::Cidr":
-		return e.cidr(arg, path)
+	}
+	evaluators = map[string]func(*evaluator, any, string) (any, error){
+		"Ref": func(e *evaluator, arg any, path string) (any, error) {
+			name, _ := arg.(string)
+			return e.ref(name, path)
+		},
+		"Fn::GetAtt": (*evaluator).getAtt, "Fn::Sub": (*evaluator).sub, "Fn::Join": (*evaluator).join,
+		"Fn::Split": (*evaluator).split, "Fn::Select": (*evaluator).sel, "Fn::If": (*evaluator).ifThen,
+		"Fn::FindInMap": (*evaluator).findInMap, "Fn::Base64": (*evaluator).base64, "Fn::GetAZs": (*evaluator).getAZs,
+		"Fn::ImportValue": (*evaluator).importValue, "Fn::Cidr": (*evaluator).cidr,
+		"Fn::Equals": boolean("Fn::Equals"), "Fn::Not": boolean("Fn::Not"), "Fn::And": boolean("Fn::And"),
+		"Fn::Or": boolean("Fn::Or"), "Condition": boolean("Condition"),
+	}
+}
+
+func (e *evaluator) call(fn string, arg any, path string) (any, error) {
+	if f, ok := evaluators[fn]; ok {
+		return f(e, arg, path)
 	}
 	return nil, templateError(path, "Encountered unsupported function: %s Supported functions are: [%s]", fn, strings.Join(functions, ", "))
+}
+
+func (e *evaluator) join(arg any, path string) (any, error) {
+	args, ok := list(arg, 2)
+	if !ok {
+		return nil, templateError(path, "every Fn::Join object requires two parameters")
+	}
+	delim, err := e.str(args[0], index(path, 0), "Fn::Join's delimiter")
+	if err != nil {
+		return nil, err
+	}
+	items, err := e.strings(args[1], index(path, 1), "Fn::Join's values")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Join(items, delim), nil
+}
+
+func (e *evaluator) split(arg any, path string) (any, error) {
+	args, ok := list(arg, 2)
+	if !ok {
+		return nil, templateError(path, "every Fn::Split object requires two parameters")
+	}
+	delim, err := e.str(args[0], index(path, 0), "Fn::Split's delimiter")
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.str(args[1], index(path, 1), "Fn::Split's source")
+	if err != nil {
+		return nil, err
+	}
+	if delim == "" {
+		return nil, templateError(index(path, 0), "Fn::Split's delimiter must not be empty")
+	}
+	var out []any
+	for _, p := range strings.Split(s, delim) {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (e *evaluator) ifThen(arg any, path string) (any, error) {
+	args, ok := list(arg, 3)
+	if !ok {
+		return nil, templateError(path, "Fn::If requires a list argument with three elements")
+	}
+	b, err := e.condition(getAttResource(args), index(path, 0))
+	if err != nil {
+		return nil, err
+	}
+	if b {
+		return e.eval(args[1], index(path, 1))
+	}
+	return e.eval(args[2], index(path, 2))
+}
+
+func (e *evaluator) base64(arg any, path string) (any, error) {
+	s, err := e.str(arg, path, "Fn::Base64's value")
+	if err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.EncodeToString([]byte(s)), nil
+}
+
+func (e *evaluator) getAZs(arg any, path string) (any, error) {
+	region, err := e.str(arg, path, "Fn::GetAZs's region")
+	if err != nil {
+		return nil, err
+	}
+	if region != "" && region != e.env.Region {
+		return nil, templateError(path, "Fn::GetAZs can list the zones of the stack's region %s only, not %s", e.env.Region, region)
+	}
+	out := make([]any, len(e.env.Zones))
+	for i, z := range e.env.Zones {
+		out[i] = z
+	}
+	return out, nil
+}
+
+func (e *evaluator) importValue(arg any, path string) (any, error) {
+	name, err := e.str(arg, path, "Fn::ImportValue's export name")
+	if err != nil {
+		return nil, err
+	}
+	if e.env.Import != nil {
+		if v, ok := e.env.Import(name); ok {
+			return v, nil
+		}
+	}
+	return nil, &Error{Path: path, Message: "No export named " + name + " found"}
 }
 
 func (e *evaluator) ref(name, path string) (any, error) {
@@ -357,7 +394,7 @@ func (e *evaluator) attribute(res, attr, path, fn string) (string, error) {
 
 func (e *evaluator) getAtt(arg any, path string) (any, error) {
 	args, ok := list(arg, 2)
-	res, _ := getAttResource(args)
+	res := getAttResource(args)
 	if !ok {
 		return nil, templateError(path, "every Fn::GetAtt object requires two non-empty parameters")
 	}
@@ -461,6 +498,9 @@ func (e *evaluator) condition(name, path string) (bool, error) {
 	if b, ok := e.env.Conditions[name]; ok {
 		return b, nil
 	}
+	if b, ok := e.known[name]; ok {
+		return b, nil
+	}
 	expr, ok := e.t.Conditions[name]
 	if !ok {
 		return false, formatError(path, "Unresolved condition dependencies [%s] in the template", name)
@@ -470,7 +510,11 @@ func (e *evaluator) condition(name, path string) (bool, error) {
 	}
 	e.evaluating[name] = true
 	defer delete(e.evaluating, name)
-	return e.boolean(expr, join("Conditions", name))
+	b, err := e.boolean(expr, join("Conditions", name))
+	if err == nil {
+		e.known[name] = b
+	}
+	return b, err
 }
 
 // boolean evaluates a condition expression.
@@ -502,26 +546,7 @@ func (e *evaluator) boolean(v any, path string) (bool, error) {
 		}
 		return equal(a, b), nil
 	case "Fn::Not", "Fn::And", "Fn::Or":
-		args, ok := list(arg, -1)
-		if !ok || len(args) == 0 {
-			return false, templateError(path, "%s requires a list of conditions", fn)
-		}
-		acc := fn == "Fn::And"
-		for i, a := range args {
-			b, err := e.boolean(a, index(path, i))
-			if err != nil {
-				return false, err
-			}
-			switch fn {
-			case "Fn::Not":
-				return !b, nil
-			case "Fn::And":
-				acc = acc && b
-			default:
-				acc = acc || b
-			}
-		}
-		return acc, nil
+		return e.logic(fn, arg, path)
 	case "Fn::If", "Fn::FindInMap", "Ref", "Fn::Select":
 		r, err := e.call(fn, arg, path)
 		if err != nil {
@@ -530,6 +555,30 @@ func (e *evaluator) boolean(v any, path string) (bool, error) {
 		return e.boolean(r, strings.TrimSuffix(path, "."+fn))
 	}
 	return false, templateError(path, "%s is not a condition function", fn)
+}
+
+// logic evaluates Fn::Not, Fn::And and Fn::Or.
+func (e *evaluator) logic(fn string, arg any, path string) (bool, error) {
+	args, ok := list(arg, -1)
+	if !ok || len(args) == 0 {
+		return false, templateError(path, "%s requires a list of conditions", fn)
+	}
+	acc := fn == "Fn::And"
+	for i, a := range args {
+		b, err := e.boolean(a, index(path, i))
+		if err != nil {
+			return false, err
+		}
+		switch fn {
+		case "Fn::Not":
+			return !b, nil
+		case "Fn::And":
+			acc = acc && b
+		default:
+			acc = acc || b
+		}
+	}
+	return acc, nil
 }
 
 // equal compares two evaluated values.

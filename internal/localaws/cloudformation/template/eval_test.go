@@ -171,7 +171,7 @@ func TestEvalGoldenUserData(t *testing.T) {
 		t.Fatal(err)
 	}
 	given := map[string]string{"ClusterName": "demo", "ClusterControlPlaneSecurityGroup": "sg-1", "NodeGroupName": "ng", "VpcId": "vpc-1", "Subnets": "subnet-1, subnet-2"}
-	params, err := tmpl.BindParameters(given, func(name string) (string, error) { return "ami-0abc", nil })
+	params, err := tmpl.BindParameters(given, func(string) (string, error) { return "ami-0abc", nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +211,56 @@ func TestEvalGoldenUserData(t *testing.T) {
 	want := map[string]any{"AutoScalingRollingUpdate": map[string]any{"MaxBatchSize": "1", "MinInstancesInService": "3", "PauseTime": "PT5M"}}
 	if !reflect.DeepEqual(update, want) {
 		t.Errorf("UpdatePolicy = %v", update)
+	}
+}
+
+func TestEvalOutputs(t *testing.T) {
+	tmpl := mustValid(t, readGolden(t, "testdata/eksctl-nodegroup.json"))
+	env := &Env{StackName: "eksctl-demo-nodegroup-ng-1", Resource: func(id string) (string, map[string]string, bool) {
+		return id, map[string]string{"Arn": "arn:aws:iam::123456789012:" + id}, true
+	}}
+	got, err := tmpl.EvalOutputs(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OutputValue{
+		{Key: "FeatureLocalSecurityGroup", Value: "true"},
+		{Key: "FeaturePrivateNetworking", Value: "false"},
+		{Key: "FeatureSharedSecurityGroup", Value: "true"},
+		{Key: "InstanceProfileARN", Value: "arn:aws:iam::123456789012:NodeInstanceProfile", ExportName: "eksctl-demo-nodegroup-ng-1::InstanceProfileARN"},
+		{Key: "InstanceRoleARN", Value: "arn:aws:iam::123456789012:NodeInstanceRole", ExportName: "eksctl-demo-nodegroup-ng-1::InstanceRoleARN"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("EvalOutputs =\n%+v, want\n%+v", got, want)
+	}
+
+	cond := mustValid(t, evalHeader+"x\nOutputs:\n  L: {Value: !Ref Nets}\n  Off: {Value: x, Condition: IsDev}\n  M: {Value: !If [IsProd, !Ref \"AWS::NoValue\", y]}\n")
+	_, err = cond.EvalOutputs(evalEnv(cond))
+	assertError(t, err, "Outputs.M.Value", "The Value field of every Outputs member must evaluate to a String")
+	cond.Outputs["M"].Value = "m"
+	got, err = cond.EvalOutputs(evalEnv(cond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []OutputValue{{Key: "L", Value: "subnet-1,subnet-2"}, {Key: "M", Value: "m"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EvalOutputs = %+v, want %+v", got, want)
+	}
+}
+
+func TestConditionsThatNameEachOtherEvaluateOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Conditions:\n  C0: !Equals [a, a]\n")
+	for i := 1; i <= 60; i++ {
+		b.WriteString("  C" + itoa(i) + ": !And [!Condition C" + itoa(i-1) + ", !Condition C" + itoa(i-1) + "]\n")
+	}
+	b.WriteString("Resources:\n  A: {Type: T, Properties: {X: !If [C60, yes, no]}}\n")
+	tmpl := mustValid(t, b.String())
+	got, err := tmpl.Eval(tmpl.Resources["A"].Properties["X"], &Env{})
+	if err != nil || got != "yes" {
+		t.Errorf("Eval = %v, %v", got, err)
+	}
+	conds, err := tmpl.EvalConditions(&Env{})
+	if err != nil || !conds["C60"] {
+		t.Errorf("EvalConditions = %v, %v", conds["C60"], err)
 	}
 }

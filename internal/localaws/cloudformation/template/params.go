@@ -50,7 +50,7 @@ func knownParameterType(typ string) bool {
 	case "String":
 		return true
 	case "Number":
-		return !ssm || isList
+		return !ssm
 	}
 	_, ok := awsTypes[elem]
 	return ok
@@ -141,14 +141,9 @@ func (t *Template) bindOne(name, value string, ssm func(string) (string, error))
 	return value, nil
 }
 
-// constrain checks the template's own constraints on a value (each item of a list).
+// constrain checks the template's own constraints on a value (each item of a list
+// for AllowedValues).
 func (p *Parameter) constrain(name, value string, isList bool) error {
-	fail := func(format string, args ...any) error {
-		if p.ConstraintDescription != "" {
-			return paramError("Parameter '%s' failed to satisfy constraint: %s", name, p.ConstraintDescription)
-		}
-		return paramError(format, args...)
-	}
 	if len(p.AllowedValues) > 0 {
 		items := []string{value}
 		if isList {
@@ -160,30 +155,50 @@ func (p *Parameter) constrain(name, value string, isList bool) error {
 			}
 		}
 	}
+	if err := p.constrainString(name, value); err != nil {
+		return err
+	}
+	return p.constrainNumber(name, value)
+}
+
+// fail is a constraint's error: the template's ConstraintDescription when it has one.
+func (p *Parameter) fail(name, format string, args ...any) error {
+	if p.ConstraintDescription != "" {
+		return paramError("Parameter '%s' failed to satisfy constraint: %s", name, p.ConstraintDescription)
+	}
+	return paramError(format, args...)
+}
+
+func (p *Parameter) constrainString(name, value string) error {
 	n := len([]rune(value))
 	if p.MinLength != nil && n < *p.MinLength {
-		return fail("Parameter '%s' must contain at least %d characters", name, *p.MinLength)
+		return p.fail(name, "Parameter '%s' must contain at least %d characters", name, *p.MinLength)
 	}
 	if p.MaxLength != nil && n > *p.MaxLength {
-		return fail("Parameter '%s' must contain at most %d characters", name, *p.MaxLength)
+		return p.fail(name, "Parameter '%s' must contain at most %d characters", name, *p.MaxLength)
 	}
 	if p.AllowedPattern != "" {
 		re, err := regexp.Compile(`^(?:` + p.AllowedPattern + `)$`)
 		if err != nil || !re.MatchString(value) {
-			return fail("Parameter '%s' must match pattern %s", name, p.AllowedPattern)
+			return p.fail(name, "Parameter '%s' must match pattern %s", name, p.AllowedPattern)
 		}
 	}
-	if p.MinValue != nil || p.MaxValue != nil {
-		f, err := parseNumber(value)
-		if err != nil {
-			return paramError("Parameter '%s' must be a number", name)
-		}
-		if p.MinValue != nil && f < *p.MinValue {
-			return fail("Parameter '%s' must be a number not less than %s", name, strconv.FormatFloat(*p.MinValue, 'f', -1, 64))
-		}
-		if p.MaxValue != nil && f > *p.MaxValue {
-			return fail("Parameter '%s' must be a number not greater than %s", name, strconv.FormatFloat(*p.MaxValue, 'f', -1, 64))
-		}
+	return nil
+}
+
+func (p *Parameter) constrainNumber(name, value string) error {
+	if p.MinValue == nil && p.MaxValue == nil {
+		return nil
+	}
+	f, err := parseNumber(value)
+	if err != nil {
+		return paramError("Parameter '%s' must be a number", name)
+	}
+	if p.MinValue != nil && f < *p.MinValue {
+		return p.fail(name, "Parameter '%s' must be a number not less than %s", name, strconv.FormatFloat(*p.MinValue, 'f', -1, 64))
+	}
+	if p.MaxValue != nil && f > *p.MaxValue {
+		return p.fail(name, "Parameter '%s' must be a number not greater than %s", name, strconv.FormatFloat(*p.MaxValue, 'f', -1, 64))
 	}
 	return nil
 }

@@ -136,10 +136,13 @@ func reencodeYAML(t testing.TB, body []byte) ([]byte, bool) {
 }
 
 func TestGoldenRoundTrip(t *testing.T) {
-	for _, name := range []string{"testdata/eksctl-nodegroup.json"} {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
+	for _, name := range []string{"testdata/eksctl-nodegroup.json", "longForms"} {
+		body := []byte(longForms)
+		if name != "longForms" {
+			var err error
+			if body, err = os.ReadFile(name); err != nil {
+				t.Fatal(err)
+			}
 		}
 		j := mustValid(t, string(body))
 		y, ok := reencodeYAML(t, body)
@@ -216,7 +219,8 @@ func TestParseRefusals(t *testing.T) {
 		name, body, path, msg string
 	}{
 		{"bad JSON", "{\n \"Resources\": {,}\n}", "", "Template format error: JSON not well-formed. (line 2, column 16)"},
-		{"bad YAML", "Resources:\n  A: [\n", "", "Template format error: YAML not well-formed."},
+		{"bad YAML", "Resources:\n  A: [\n", "", "Template format error: YAML not well-formed. did not find expected node content (line 2)"},
+		{"byte order mark", "\ufeff{\"Resources\": 1}", "Resources", "Resources must be an object"},
 		{"scalar", "hello", "", "Template format error: unsupported structure."},
 		{"empty", "", "", "Template format error: unsupported structure."},
 		{"two documents", "Resources: {}\n---\nA: b\n", "", "A template is one YAML document"},
@@ -235,7 +239,7 @@ func TestParseRefusals(t *testing.T) {
 		{"unknown tag", "Resources: {A: {Type: T, Properties: {X: !Reff Y}}}", "Resources.A.Properties.X", "Unsupported tag !Reff (line 1, column 42)"},
 		{"parameter type", "Parameters: {P: {Type: Strin}}\nResources: {A: {Type: T}}", "Parameters.P.Type", "Template format error: Unrecognized parameter type: Strin"},
 		{"parameter without type", "Parameters: {P: {Default: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Every Parameters object must contain a Type member."},
-		{"parameter property", "Parameters: {P: {Type: String, Defualt: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Invalid template parameter property 'Defualt'"},
+		{"parameter property", "Parameters: {P: {Type: String, Defaults: x}}\nResources: {A: {Type: T}}", "Parameters.P", "Template format error: Invalid template parameter property 'Defaults'"},
 		{"parameter bound", "Parameters: {P: {Type: Number, MinValue: x}}\nResources: {A: {Type: T}}", "Parameters.P.MinValue", "MinValue must be a number"},
 		{"mapping value", "Mappings: {M: {a: {b: {c: d}}}}\nResources: {A: {Type: T}}", "Mappings.M.a.b", "Template format error: Every Mappings attribute must be a String or a List."},
 		{"output without value", "Resources: {A: {Type: T}}\nOutputs: {O: {Description: x}}", "Outputs.O", "Template format error: Every Outputs member must contain a Value object"},

@@ -91,3 +91,64 @@ func (t *Template) RequiredCapability() string {
 	}
 	return ""
 }
+
+// OutputValue is one output of a made stack.
+type OutputValue struct {
+	Key, Value, Description string
+	// ExportName is the output's export name, "" without an export.
+	ExportName string
+}
+
+// EvalOutputs evaluates the outputs whose condition (if any) is true, sorted by key,
+// as DescribeStacks lists them. A list value is comma-joined, as CloudFormation
+// shows a List parameter's Ref; any other value that is no string is an error.
+func (t *Template) EvalOutputs(env *Env) ([]OutputValue, error) {
+	var out []OutputValue
+	e := t.newEvaluator(env)
+	for _, key := range sortedKeys(t.Outputs) {
+		o, path := t.Outputs[key], join("Outputs", key)
+		if o.Condition != "" {
+			on, err := e.condition(o.Condition, join(path, "Condition"))
+			if err != nil {
+				return nil, t.redact(err, env)
+			}
+			if !on {
+				continue
+			}
+		}
+		value, err := outputString(t, join(path, "Value"), o.Value, env)
+		if err != nil {
+			return nil, err
+		}
+		ov := OutputValue{Key: key, Value: value, Description: o.Description}
+		if o.ExportName != nil {
+			if ov.ExportName, err = outputString(t, join(path, "Export.Name"), o.ExportName, env); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, ov)
+	}
+	return out, nil
+}
+
+func outputString(t *Template, path string, v any, env *Env) (string, error) {
+	r, err := t.EvalAt(path, v, env)
+	if err != nil {
+		return "", err
+	}
+	switch r := r.(type) {
+	case string:
+		return r, nil
+	case []any:
+		parts := make([]string, 0, len(r))
+		for _, it := range r {
+			s, ok := it.(string)
+			if !ok {
+				return "", formatError(path, "The Value field of every Outputs member must evaluate to a String")
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", formatError(path, "The Value field of every Outputs member must evaluate to a String")
+}

@@ -8,6 +8,7 @@
 package template
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 )
@@ -96,8 +97,10 @@ func templateError(path, format string, args ...any) *Error {
 var sections = []string{"AWSTemplateFormatVersion", "Conditions", "Description", "Mappings", "Metadata", "Outputs", "Parameters", "Resources", "Rules", "Transform"}
 
 // Parse reads a JSON or YAML template (a body whose first non-blank character is '{'
-// is JSON) and checks the shape of its sections. Bodies over MaxBodySize are refused.
-// Errors are *Error.
+// is JSON) and checks the shape of its sections: the known sections only, each
+// parameter, mapping, resource and output an object with the members CloudFormation
+// allows, logical IDs alphanumeric, no nulls. What the template refers to is
+// Validate's to check. Bodies over MaxBodySize are refused. Errors are *Error.
 func Parse(body []byte) (*Template, error) {
 	if len(body) > MaxBodySize {
 		return nil, &Error{Message: sprintf("Template may not exceed %d bytes in size.", MaxBodySize)}
@@ -107,10 +110,11 @@ func Parse(body []byte) (*Template, error) {
 		order []string
 		err   error
 	)
-	if trimmed := strings.TrimLeft(string(body), " \t\r\n\ufeff"); strings.HasPrefix(trimmed, "{") {
-		root, order, err = decodeJSON(body)
+	text := bytes.TrimPrefix(body, []byte("\ufeff")) // a UTF-8 byte order mark
+	if bytes.HasPrefix(bytes.TrimLeft(text, " \t\r\n"), []byte("{")) {
+		root, order, err = decodeJSON(text)
 	} else {
-		root, order, err = decodeYAML(body)
+		root, order, err = decodeYAML(text)
 	}
 	if err != nil {
 		return nil, err
@@ -202,7 +206,7 @@ func alphanumeric(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
 			return false
 		}
 	}
@@ -222,70 +226,85 @@ func (t *Template) parseParameters(v any, order []string) error {
 	t.Parameters = map[string]*Parameter{}
 	t.ParameterOrder = order
 	for _, name := range order {
-		path := join("Parameters", name)
-		if !alphanumeric(name) {
-			return formatError(path, "Parameter name %s is non alphanumeric.", name)
-		}
-		def, ok := m[name].(map[string]any)
-		if !ok {
-			return formatError(path, "Every Parameters object must be an object with a Type member")
-		}
-		for k := range def {
-			if !slices.Contains(parameterKeys, k) {
-				return formatError(path, "Invalid template parameter property '%s'", k)
-			}
-		}
-		p := &Parameter{}
-		if p.Type, err = stringField(def, "Type", path); err != nil {
-			return err
-		}
-		if p.Type == "" {
-			return formatError(path, "Every Parameters object must contain a Type member.")
-		}
-		if !knownParameterType(p.Type) {
-			return formatError(join(path, "Type"), "Unrecognized parameter type: %s", p.Type)
-		}
-		for _, f := range []struct {
-			key string
-			to  *string
-		}{{"Description", &p.Description}, {"AllowedPattern", &p.AllowedPattern}, {"ConstraintDescription", &p.ConstraintDescription}} {
-			if *f.to, err = stringField(def, f.key, path); err != nil {
-				return err
-			}
-		}
-		if d, ok := def["Default"]; ok {
-			s, err := scalarOrList(d, join(path, "Default"))
-			if err != nil {
-				return err
-			}
-			p.Default = &s
-		}
-		if av, ok := def["AllowedValues"]; ok {
-			list, ok := av.([]any)
-			if !ok {
-				return formatError(join(path, "AllowedValues"), "AllowedValues must be a list of strings")
-			}
-			for i, e := range list {
-				s, ok := e.(string)
-				if !ok {
-					return formatError(index(join(path, "AllowedValues"), i), "AllowedValues must be a list of strings")
-				}
-				p.AllowedValues = append(p.AllowedValues, s)
-			}
-		}
-		if ne, ok := def["NoEcho"]; ok {
-			s, _ := ne.(string)
-			if s != "true" && s != "false" {
-				return formatError(join(path, "NoEcho"), "NoEcho must be true or false")
-			}
-			p.NoEcho = s == "true"
-		}
-		if err := parseBounds(def, path, p); err != nil {
+		p, err := parseParameter(name, m[name])
+		if err != nil {
 			return err
 		}
 		t.Parameters[name] = p
 	}
 	return nil
+}
+
+func parseParameter(name string, v any) (*Parameter, error) {
+	path := join("Parameters", name)
+	if !alphanumeric(name) {
+		return nil, formatError(path, "Parameter name %s is non alphanumeric.", name)
+	}
+	def, ok := v.(map[string]any)
+	if !ok {
+		return nil, formatError(path, "Every Parameters object must be an object with a Type member")
+	}
+	for k := range def {
+		if !slices.Contains(parameterKeys, k) {
+			return nil, formatError(path, "Invalid template parameter property '%s'", k)
+		}
+	}
+	p := &Parameter{}
+	var err error
+	if p.Type, err = stringField(def, "Type", path); err != nil {
+		return nil, err
+	}
+	if p.Type == "" {
+		return nil, formatError(path, "Every Parameters object must contain a Type member.")
+	}
+	if !knownParameterType(p.Type) {
+		return nil, formatError(join(path, "Type"), "Unrecognized parameter type: %s", p.Type)
+	}
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"Description", &p.Description}, {"AllowedPattern", &p.AllowedPattern}, {"ConstraintDescription", &p.ConstraintDescription}} {
+		if *f.to, err = stringField(def, f.key, path); err != nil {
+			return nil, err
+		}
+	}
+	if d, ok := def["Default"]; ok {
+		s, err := scalarOrList(d, join(path, "Default"))
+		if err != nil {
+			return nil, err
+		}
+		p.Default = &s
+	}
+	if av, ok := def["AllowedValues"]; ok {
+		if p.AllowedValues, err = stringList(av, join(path, "AllowedValues")); err != nil {
+			return nil, err
+		}
+	}
+	if ne, ok := def["NoEcho"]; ok {
+		s, _ := ne.(string)
+		if s != "true" && s != "false" {
+			return nil, formatError(join(path, "NoEcho"), "NoEcho must be true or false")
+		}
+		p.NoEcho = s == "true"
+	}
+	return p, parseBounds(def, path, p)
+}
+
+// stringList returns AllowedValues, which must be a list of strings.
+func stringList(v any, path string) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, formatError(path, "AllowedValues must be a list of strings")
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, formatError(index(path, i), "AllowedValues must be a list of strings")
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // scalarOrList returns a Default: a string, or a list of strings comma-joined.

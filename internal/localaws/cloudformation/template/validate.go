@@ -39,6 +39,33 @@ type scope struct {
 	section     string // "Resources", "Outputs" or "Conditions"
 	inCondition bool
 	deps        map[string]bool // resources referred to (nil: none may be)
+	// missing collects the names referred to that do not exist, so one error names
+	// them all as CloudFormation's does (nil: the first is the error).
+	missing *missing
+}
+
+// missing are the unknown names a section refers to, in the order found, and where
+// the first is.
+type missing struct {
+	names []string
+	path  string
+}
+
+func (m *missing) add(name, path string) {
+	if len(m.names) == 0 {
+		m.path = path
+	}
+	if !slices.Contains(m.names, name) {
+		m.names = append(m.names, name)
+	}
+}
+
+// err is the section's error, nil when nothing is missing.
+func (m *missing) err(section string) error {
+	if len(m.names) == 0 {
+		return nil
+	}
+	return formatError(m.path, "Unresolved resource dependencies [%s] in the %s block of the template", strings.Join(m.names, ", "), section)
 }
 
 // Validate checks the template as CreateStack and ValidateTemplate do before anything
@@ -66,44 +93,70 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 		return err
 	}
 	deps := map[string][]string{}
+	unresolved := &missing{}
 	for _, id := range sortedKeys(t.Resources) {
-		r, path := t.Resources[id], join("Resources", id)
-		if _, clash := t.Parameters[id]; clash {
-			return formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
-		}
-		if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
+		d, err := t.validateResource(id, unresolved)
+		if err != nil {
 			return err
 		}
-		sc := &scope{section: "Resources", deps: map[string]bool{}}
-		for i, d := range r.DependsOn {
-			if _, ok := t.Resources[d]; !ok {
-				return formatError(index(join(path, "DependsOn"), i), "Unresolved resource dependencies [%s] in the Resources block of the template", d)
-			}
-			sc.deps[d] = true
-		}
-		for _, part := range []struct {
-			key string
-			v   map[string]any
-		}{{"Properties", r.Properties}, {"CreationPolicy", r.CreationPolicy}, {"UpdatePolicy", r.UpdatePolicy}, {"Metadata", r.Metadata}} {
-			if part.v != nil {
-				if err := t.check(part.v, join(path, part.key), sc); err != nil {
-					return err
-				}
-			}
-		}
-		for _, p := range []struct{ key, v string }{{"DeletionPolicy", r.DeletionPolicy}, {"UpdateReplacePolicy", r.UpdateReplacePolicy}} {
-			if p.v != "" && !slices.Contains([]string{"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"}, p.v) {
-				return formatError(join(path, p.key), "Unrecognized %s %s for resource %s; it is one of Delete, Retain, RetainExceptOnCreate and Snapshot", p.key, p.v, id)
-			}
-		}
-		deps[id] = slices.Sorted(maps.Keys(sc.deps))
+		deps[id] = d
 	}
+	if err := unresolved.err("Resources"); err != nil {
+		return err
+	}
+	if err := t.validateOutputs(); err != nil {
+		return err
+	}
+	if cycle := cycles(deps); len(cycle) > 0 {
+		return &Error{Message: "Circular dependency between resources: [" + strings.Join(cycle, ", ") + "]"}
+	}
+	t.deps = deps
+	return nil
+}
+
+// validateResource checks one resource and returns its direct dependencies.
+func (t *Template) validateResource(id string, unresolved *missing) ([]string, error) {
+	r, path := t.Resources[id], join("Resources", id)
+	if _, clash := t.Parameters[id]; clash {
+		return nil, formatError(path, "Resource %s has the logical ID of a parameter; logical IDs must be unique", id)
+	}
+	if err := t.conditionExists(r.Condition, join(path, "Condition"), "Resources"); err != nil {
+		return nil, err
+	}
+	sc := &scope{section: "Resources", deps: map[string]bool{}, missing: unresolved}
+	for i, d := range r.DependsOn {
+		if _, ok := t.Resources[d]; !ok {
+			unresolved.add(d, index(join(path, "DependsOn"), i))
+			continue
+		}
+		sc.deps[d] = true
+	}
+	for _, part := range []struct {
+		key string
+		v   map[string]any
+	}{{"Properties", r.Properties}, {"CreationPolicy", r.CreationPolicy}, {"UpdatePolicy", r.UpdatePolicy}, {"Metadata", r.Metadata}} {
+		if part.v != nil {
+			if err := t.check(part.v, join(path, part.key), sc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, p := range []struct{ key, v string }{{"DeletionPolicy", r.DeletionPolicy}, {"UpdateReplacePolicy", r.UpdateReplacePolicy}} {
+		if p.v != "" && !slices.Contains([]string{"Delete", "Retain", "RetainExceptOnCreate", "Snapshot"}, p.v) {
+			return nil, formatError(join(path, p.key), "Unrecognized %s %s for resource %s; it is one of Delete, Retain, RetainExceptOnCreate and Snapshot", p.key, p.v, id)
+		}
+	}
+	return slices.Sorted(maps.Keys(sc.deps)), nil
+}
+
+func (t *Template) validateOutputs() error {
+	unresolved := &missing{}
 	for _, id := range sortedKeys(t.Outputs) {
 		o, path := t.Outputs[id], join("Outputs", id)
 		if err := t.conditionExists(o.Condition, join(path, "Condition"), "Outputs"); err != nil {
 			return err
 		}
-		sc := &scope{section: "Outputs", deps: map[string]bool{}}
+		sc := &scope{section: "Outputs", deps: map[string]bool{}, missing: unresolved}
 		if err := t.check(o.Value, join(path, "Value"), sc); err != nil {
 			return err
 		}
@@ -113,11 +166,7 @@ func (t *Template) Validate(supported func(typ string) bool) error {
 			}
 		}
 	}
-	if cycle := cycles(deps); len(cycle) > 0 {
-		return &Error{Message: "Circular dependency between resources: [" + strings.Join(cycle, ", ") + "]"}
-	}
-	t.deps = deps
-	return nil
+	return unresolved.err("Outputs")
 }
 
 func (t *Template) validateParameters() error {
@@ -228,6 +277,10 @@ func (t *Template) refTarget(name, path string, sc *scope) error {
 		}
 		return nil
 	}
+	if sc.missing != nil {
+		sc.missing.add(name, path)
+		return nil
+	}
 	return formatError(path, "Unresolved resource dependencies [%s] in the %s block of the template", name, sc.section)
 }
 
@@ -267,103 +320,152 @@ func (t *Template) checkArgs(args []any, path string, sc *scope) error {
 	return nil
 }
 
+// checker checks one function's argument.
+type checker func(t *Template, arg any, path string, sc *scope) error
+
+// checkers are the functions' checkers (set in init: they call check, which uses
+// them).
+var checkers map[string]checker
+
+func init() {
+	boolean := func(fn string) checker {
+		return func(t *Template, arg any, path string, sc *scope) error { return t.checkBoolean(fn, arg, path, sc) }
+	}
+	oneValue := func(fn string) checker {
+		return func(t *Template, arg any, path string, sc *scope) error {
+			if !isString(arg) && !isCall(arg) {
+				return templateError(path, "%s requires a single string value or a function that returns one", fn)
+			}
+			return t.check(arg, path, sc)
+		}
+	}
+	checkers = map[string]checker{
+		"Ref": (*Template).checkRef, "Fn::GetAtt": (*Template).checkGetAtt, "Fn::Sub": (*Template).checkSub,
+		"Fn::Join": (*Template).checkJoin, "Fn::Split": (*Template).checkSplit, "Fn::Select": (*Template).checkSelect,
+		"Fn::If": (*Template).checkIf, "Fn::Equals": (*Template).checkEquals, "Condition": (*Template).checkCondition,
+		"Fn::FindInMap": (*Template).checkFindInMap, "Fn::Cidr": (*Template).checkCidr,
+		"Fn::Not": boolean("Fn::Not"), "Fn::And": boolean("Fn::And"), "Fn::Or": boolean("Fn::Or"),
+		"Fn::Base64": oneValue("Fn::Base64"), "Fn::GetAZs": oneValue("Fn::GetAZs"), "Fn::ImportValue": oneValue("Fn::ImportValue"),
+	}
+}
+
 func (t *Template) checkFunction(fn string, arg any, path string, sc *scope) error {
-	switch fn {
-	case "Ref":
-		name, ok := arg.(string)
-		if !ok || name == "" {
-			return formatError(path, "Every Ref object must have a single String value.")
-		}
-		return t.refTarget(name, path, sc)
-	case "Fn::GetAtt":
-		args, ok := list(arg, 2)
-		res, _ := getAttResource(args)
-		if !ok || res == "" || args[1] == "" || !isString(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::GetAtt object requires two non-empty parameters, the resource name and the attribute name")
-		}
-		if err := t.check(args[1], index(path, 1), sc); err != nil {
-			return err
-		}
-		return t.getAttTarget(fn, res, path, sc)
-	case "Fn::Sub":
-		return t.checkSub(arg, path, sc)
-	case "Fn::Join":
-		args, ok := list(arg, 2)
-		if !ok || !isString(args[0]) || !isList(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Split":
-		args, ok := list(arg, 2)
-		if !ok || !isString(args[0]) || args[0] == "" || !isString(args[1]) && !isCall(args[1]) {
-			return templateError(path, "every Fn::Split object requires two parameters, (1) a non-empty string delimiter and (2) a string to be split or a function that returns a string to be split.")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Select":
-		args, ok := list(arg, 2)
-		if ok && isString(args[0]) {
-			n, err := atoi(args[0].(string))
-			ok = err == nil && n >= 0
-		}
-		if !ok || !isString(args[0]) && !isCall(args[0]) || !isList(args[1]) && !isCall(args[1]) {
-			return templateError(path, "Fn::Select requires a list argument with two elements: a non-negative integer index and a list of values or a function that returns one")
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::If":
-		args, ok := list(arg, 3)
-		if !ok || !isString(args[0]) {
-			return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
-		}
-		if _, ok := t.Conditions[args[0].(string)]; !ok {
-			return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
-		}
-		return t.checkArgs(args[1:], path, sc)
-	case "Fn::Equals":
-		args, ok := list(arg, 2)
-		if !ok {
-			return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
-		}
-		return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps})
-	case "Fn::Not", "Fn::And", "Fn::Or":
-		return t.checkBoolean(fn, arg, path, sc)
-	case "Condition":
-		name, ok := arg.(string)
-		if !ok {
-			return templateError(path, "Condition requires a single string value, the condition's name")
-		}
-		if _, ok := t.Conditions[name]; !ok {
-			return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, sc.section)
-		}
-		return nil
-	case "Fn::FindInMap":
-		args, ok := list(arg, 3)
-		if !ok {
-			return templateError(path, "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
-		}
-		for i, a := range args {
-			if !isString(a) && !isCall(a) {
-				return templateError(index(path, i), "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value")
-			}
-		}
-		if name, ok := args[0].(string); ok {
-			if _, ok := t.Mappings[name]; !ok {
-				return templateError(index(path, 0), "Mapping named '%s' is not present in the 'Mappings' section of template.", name)
-			}
-		}
-		return t.checkArgs(args, path, sc)
-	case "Fn::Base64", "Fn::GetAZs", "Fn::ImportValue":
-		if !isString(arg) && !isCall(arg) {
-			return templateError(path, "%s requires a single string value or a function that returns one", fn)
-		}
-		return t.check(arg, path, sc)
-	case "Fn::Cidr":
-		args, ok := list(arg, 3)
-		if !ok {
-			return templateError(path, "Fn::Cidr requires a list argument with three elements: an IP block, the count of subnets and the subnet mask's host bits")
-		}
-		return t.checkArgs(args, path, sc)
+	if c, ok := checkers[fn]; ok {
+		return c(t, arg, path, sc)
 	}
 	return templateError(path, "Encountered unsupported function: %s Supported functions are: [%s]", fn, strings.Join(functions, ", "))
+}
+
+func (t *Template) checkRef(arg any, path string, sc *scope) error {
+	name, ok := arg.(string)
+	if !ok || name == "" {
+		return formatError(path, "Every Ref object must have a single String value.")
+	}
+	return t.refTarget(name, path, sc)
+}
+
+func (t *Template) checkGetAtt(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	res := getAttResource(args)
+	if !ok || res == "" || args[1] == "" || !isString(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::GetAtt object requires two non-empty parameters, the resource name and the attribute name")
+	}
+	if err := t.check(args[1], index(path, 1), sc); err != nil {
+		return err
+	}
+	return t.getAttTarget("Fn::GetAtt", res, path, sc)
+}
+
+func (t *Template) checkJoin(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok || !isString(args[0]) || !isList(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::Join object requires two parameters, (1) a string delimiter and (2) a list of strings to be joined or a function that returns a list of strings (such as Fn::GetAZs) to be joined.")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkSplit(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok || !isString(args[0]) || args[0] == "" || !isString(args[1]) && !isCall(args[1]) {
+		return templateError(path, "every Fn::Split object requires two parameters, (1) a non-empty string delimiter and (2) a string to be split or a function that returns a string to be split.")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkSelect(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if ok {
+		if s, literal := args[0].(string); literal {
+			n, err := atoi(s)
+			ok = err == nil && n >= 0
+		} else {
+			ok = isCall(args[0])
+		}
+	}
+	if !ok || !isList(args[1]) && !isCall(args[1]) {
+		return templateError(path, "Fn::Select requires a list argument with two elements: a non-negative integer index and a list of values or a function that returns one")
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkIf(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 3)
+	if !ok {
+		return templateError(path, "Fn::If requires a list argument with three elements: a condition name, the value when it is true and the value when it is false")
+	}
+	if !isString(args[0]) {
+		return templateError(index(path, 0), "Fn::If requires a list argument with the first element being a condition")
+	}
+	if _, ok := t.Conditions[args[0].(string)]; !ok {
+		return templateError(index(path, 0), "unresolved condition dependency %s in Fn::If", args[0])
+	}
+	return t.checkArgs(args[1:], path, sc)
+}
+
+func (t *Template) checkEquals(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 2)
+	if !ok {
+		return templateError(path, "Fn::Equals requires a list argument with two elements, the values to compare")
+	}
+	return t.checkArgs(args, path, &scope{section: sc.section, deps: sc.deps, missing: sc.missing})
+}
+
+func (t *Template) checkCondition(arg any, path string, sc *scope) error {
+	name, ok := arg.(string)
+	if !ok {
+		return templateError(path, "Condition requires a single string value, the condition's name")
+	}
+	if _, ok := t.Conditions[name]; !ok {
+		return formatError(path, "Unresolved condition dependencies [%s] in the %s block of the template", name, sc.section)
+	}
+	return nil
+}
+
+func (t *Template) checkFindInMap(arg any, path string, sc *scope) error {
+	const msg = "every Fn::FindInMap object requires three parameters, the map name, map key and the attribute for return value"
+	args, ok := list(arg, 3)
+	if !ok {
+		return templateError(path, msg)
+	}
+	for i, a := range args {
+		if !isString(a) && !isCall(a) {
+			return templateError(index(path, i), msg)
+		}
+	}
+	if name, ok := args[0].(string); ok {
+		if _, ok := t.Mappings[name]; !ok {
+			return templateError(index(path, 0), "Mapping named '%s' is not present in the 'Mappings' section of template.", name)
+		}
+	}
+	return t.checkArgs(args, path, sc)
+}
+
+func (t *Template) checkCidr(arg any, path string, sc *scope) error {
+	args, ok := list(arg, 3)
+	if !ok {
+		return templateError(path, "Fn::Cidr requires a list argument with three elements: an IP block, the count of subnets and the subnet mask's host bits")
+	}
+	return t.checkArgs(args, path, sc)
 }
 
 // checkBoolean checks Fn::Not (one condition) and Fn::And/Fn::Or (2 to 10).
@@ -375,7 +477,7 @@ func (t *Template) checkBoolean(fn string, arg any, path string, sc *scope) erro
 	if fn != "Fn::Not" && (!ok || len(args) < 2 || len(args) > 10) {
 		return templateError(path, "every %s object requires a list of at least 2 and at most 10 conditions", fn)
 	}
-	inner := &scope{section: sc.section, inCondition: true, deps: sc.deps}
+	inner := &scope{section: sc.section, inCondition: true, deps: sc.deps, missing: sc.missing}
 	for i, a := range args {
 		name, _, ok := intrinsic(a, true)
 		if !ok || !slices.Contains(conditionFunctions, name) {
@@ -388,13 +490,13 @@ func (t *Template) checkBoolean(fn string, arg any, path string, sc *scope) erro
 	return nil
 }
 
-// getAttResource returns the resource of a GetAtt's arguments.
-func getAttResource(args []any) (string, bool) {
+// getAttResource returns the resource of a GetAtt's arguments ("" if none).
+func getAttResource(args []any) string {
 	if len(args) == 0 {
-		return "", false
+		return ""
 	}
-	s, ok := args[0].(string)
-	return s, ok
+	s, _ := args[0].(string)
+	return s
 }
 
 func isString(v any) bool {
@@ -407,169 +509,4 @@ func isList(v any) bool {
 	return ok
 }
 
-// subVarName is what a Fn::Sub variable may be called.
-var subVarName = regexp.MustCompile(`^[A-Za-z0-9_.:]+$`)
-
-func (t *Template) checkSub(arg any, path string, sc *scope) error {
-	format, vars, ok := subArgs(arg)
-	if !ok {
-		return templateError(path, "One or more Fn::Sub intrinsic functions don't specify expected arguments. Specify a string as first argument, and an optional second argument to specify a mapping of values to replace in the string")
-	}
-	for _, k := range sortedKeys(vars) {
-		if err := t.check(vars[k], join(path, k), sc); err != nil {
-			return err
-		}
-	}
-	for _, part := range parseSub(format) {
-		if !part.isVar {
-			continue
-		}
-		name := part.text
-		if !subVarName.MatchString(name) {
-			return templateError(path, "variable names in Fn::Sub syntax must contain only alphanumeric characters, underscores, periods, and colons")
-		}
-		if _, ok := vars[name]; ok {
-			continue
-		}
-		if _, ok := t.Parameters[name]; ok || slices.Contains(pseudoParameters, name) {
-			continue
-		}
-		if res, attr, dotted := strings.Cut(name, "."); dotted && attr != "" {
-			if err := t.getAttTarget("Fn::Sub", res, path, sc); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := t.refTarget(name, path, sc); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// subArgs splits Fn::Sub's argument: a format string, or [format, variables].
-func subArgs(arg any) (string, map[string]any, bool) {
-	if s, ok := arg.(string); ok {
-		return s, nil, true
-	}
-	args, ok := list(arg, 2)
-	if !ok {
-		return "", nil, false
-	}
-	format, ok1 := args[0].(string)
-	vars, ok2 := args[1].(map[string]any)
-	return format, vars, ok1 && ok2
-}
-
-// subPart is a literal run or a ${variable} of a Fn::Sub format.
-type subPart struct {
-	text  string
-	isVar bool
-}
-
-// parseSub splits a Fn::Sub format: "${Name}" is a variable, "${!Text}" the literal
-// "${Text}", and a "${" without a closing brace is literal text.
-func parseSub(format string) []subPart {
-	var parts []subPart
-	var lit strings.Builder
-	for {
-		i := strings.Index(format, "${")
-		if i < 0 {
-			lit.WriteString(format)
-			break
-		}
-		end := strings.IndexByte(format[i:], '}')
-		if end < 0 {
-			lit.WriteString(format)
-			break
-		}
-		lit.WriteString(format[:i])
-		inner := format[i+2 : i+end]
-		if strings.HasPrefix(inner, "!") {
-			lit.WriteString("${" + inner[1:] + "}")
-		} else {
-			if lit.Len() > 0 {
-				parts = append(parts, subPart{text: lit.String()})
-				lit.Reset()
-			}
-			parts = append(parts, subPart{text: strings.TrimSpace(inner), isVar: true})
-		}
-		format = format[i+end+1:]
-	}
-	if lit.Len() > 0 {
-		parts = append(parts, subPart{text: lit.String()})
-	}
-	return parts
-}
-
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// cycles returns the nodes of a dependency graph that lie on a cycle, sorted; none
-// when the graph is acyclic.
-func cycles(deps map[string][]string) []string {
-	var out []string
-	for _, n := range sortedKeys(deps) {
-		if reaches(deps, n, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// reaches reports whether to is reachable from from along one or more edges.
-func reaches(deps map[string][]string, from, to string) bool {
-	seen := map[string]bool{}
-	stack := slices.Clone(deps[from])
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if n == to {
-			return true
-		}
-		if !seen[n] {
-			seen[n] = true
-			stack = append(stack, deps[n]...)
-		}
-	}
-	return false
-}
-
-// Order is the resources' creation order: each after its dependencies (Ref, GetAtt,
-// Sub references and DependsOn), ties by logical ID; deletion is the reverse. Only
-// valid after Validate succeeded.
-func (t *Template) Order() []string {
-	if t.deps == nil {
-		return nil
-	}
-	done := map[string]bool{}
-	var order []string
-	ids := sortedKeys(t.Resources)
-	for len(order) < len(ids) {
-		progressed := false
-		for _, id := range ids {
-			if done[id] {
-				continue
-			}
-			ready := true
-			for _, d := range t.deps[id] {
-				ready = ready && done[d]
-			}
-			if ready {
-				done[id] = true
-				order = append(order, id)
-				progressed = true
-				break
-			}
-		}
-		if !progressed {
-			break // a cycle, which Validate refuses
-		}
-	}
-	return order
-}
-
-// DependsOn returns a resource's direct dependencies, sorted. Only valid after
-// Validate succeeded.
-func (t *Template) DependsOn(logicalID string) []string {
-	return slices.Clone(t.deps[logicalID])
-}
