@@ -299,28 +299,17 @@ func (e *Engine) remove(run *stackRun) {
 
 // publishOutputs evaluates the stack's outputs and exports.
 func (e *Engine) publishOutputs(run *stackRun) error {
-	env := e.env(run)
-	var outs []Output
+	vals, err := run.tmpl.EvalOutputs(e.env(run))
+	if err != nil {
+		return &reasonError{err.Error()}
+	}
+	outs := make([]Output, len(vals))
 	names := map[string]string{}
-	for _, key := range sortedOutputKeys(run.tmpl.Outputs) {
-		o := run.tmpl.Outputs[key]
-		if o.Condition != "" && !run.conds[o.Condition] {
-			continue
+	for i, v := range vals {
+		outs[i] = Output(v)
+		if v.ExportName != "" {
+			names[v.ExportName] = v.Value
 		}
-		v, err := run.tmpl.Eval(o.Value, env)
-		if err != nil {
-			return &reasonError{fmt.Sprintf("Template error: output %s: %v", key, err)}
-		}
-		out := Output{Key: key, Value: scalar(v), Description: o.Description}
-		if o.ExportName != nil {
-			n, err := run.tmpl.Eval(o.ExportName, env)
-			if err != nil {
-				return &reasonError{fmt.Sprintf("Template error: output %s export name: %v", key, err)}
-			}
-			out.ExportName = scalar(n)
-			names[out.ExportName] = out.Value
-		}
-		outs = append(outs, out)
 	}
 	e.mu.Lock()
 	for name := range names {
@@ -340,28 +329,4 @@ func (e *Engine) publishOutputs(run *stackRun) error {
 	e.mu.Unlock()
 	e.cf.stacks.Update(run.name, func(st *Stack) { st.Outputs = outs })
 	return nil
-}
-
-// scalar writes an evaluated value as an output shows it: lists comma-joined.
-func scalar(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case []any:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			parts[i] = scalar(x)
-		}
-		return strings.Join(parts, ",")
-	}
-	return fmt.Sprint(v)
-}
-
-func sortedOutputKeys(m map[string]*template.Output) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
