@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/authn"
+	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
@@ -123,5 +126,29 @@ func TestOnlyStandardEntriesGrantPolicies(t *testing.T) {
 				t.Errorf("mapped to %s %v, want %s %v", u.Username, u.Groups, tc.username, tc.groups)
 			}
 		})
+	}
+}
+
+// A token signed for AWS's public STS host (as `aws eks get-token` signs it, whatever
+// endpoint it was told) is verified by the cluster's own STS (Endpoint), its host kept
+// as the signed Host header; a host outside STSHosts is refused before any call.
+func TestVerifierEndpointKeepsTheSignedHost(t *testing.T) {
+	f := newSTSFixture(t)
+	creds := f.credentials(t, "i-0aaaaaaaaaaaaaaaa", "nodes")
+	cfg := aws.Config{Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, creds.Token)}
+	token, _, err := identity.Mint(t.Context(), cfg, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.verifier()
+	v.STSHosts, v.Endpoint = []string{"sts.us-west-2.amazonaws.com"}, f.srv.URL
+	c, err := v.Verify(t.Context(), token)
+	if err != nil || c.Role != "nodes" || c.Kind != authn.CallerRole {
+		t.Fatalf("Verify = %+v, %v", c, err)
+	}
+	calls := f.sts.Calls()
+	v.STSHosts = []string{"sts.eu-west-1.amazonaws.com"}
+	if _, err := v.Verify(t.Context(), token); !errors.Is(err, authn.ErrDenied) || !strings.Contains(err.Error(), "unexpected hostname") || f.sts.Calls() != calls {
+		t.Errorf("a host outside STSHosts: %v (STS calls %d → %d)", err, calls, f.sts.Calls())
 	}
 }
