@@ -167,17 +167,26 @@ func (v *Verifier) Parse(token string) (*identity.Request, error) {
 	return req, nil
 }
 
-// VerifyRequest asks STS who signed a request that Parse accepted.
-func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*Caller, error) {
+// target is where a token's request is sent: its own URL, or on Endpoint's host.
+func (v *Verifier) target(req *identity.Request) (string, error) {
 	target := *req.URL
 	if v.Endpoint != "" {
 		ep, err := url.Parse(v.Endpoint)
 		if err != nil || ep.Scheme != "https" || ep.Host == "" {
-			return nil, errors.New("the verifier's STS endpoint is not an https URL")
+			return "", errors.New("the verifier's STS endpoint is not an https URL")
 		}
 		target.Host = ep.Host
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	return target.String(), nil
+}
+
+// VerifyRequest asks STS who signed a request that Parse accepted.
+func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*Caller, error) {
+	target, err := v.target(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, errors.New("building the STS request failed")
 	}
@@ -209,13 +218,19 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	if err != nil {
 		return nil, fmt.Errorf("STS answer: %w", err)
 	}
+	return callerOf(arn, userID, account, req.AccessKeyID, query)
+}
+
+// callerOf checks STS's answer (query holds the presigned URL's parameters, which no
+// error quotes) and returns the caller it names: an assumed role or an IAM user.
+func callerOf(arn, userID, account, accessKeyID string, query url.Values) (*Caller, error) {
 	if u := iamUserRE.FindStringSubmatch(arn); u != nil {
 		// An IAM user's own key: only a STANDARD access entry can map it (Map).
 		if account != u[2] || !roleIDRE.MatchString(userID) || echoes(arn, query) {
 			return nil, denied("STS answered account %s, UserID or ARN out of form for caller %s", quotable(account, query), quotable(arn, query))
 		}
 		return &Caller{Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:user/%s", u[1], u[2], u[3]),
-			Kind: CallerUser, UserID: userID, AccessKeyID: req.AccessKeyID}, nil
+			Kind: CallerUser, UserID: userID, AccessKeyID: accessKeyID}, nil
 	}
 	m := assumedRoleRE.FindStringSubmatch(arn)
 	if m == nil {
@@ -230,7 +245,7 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	}
 	return &Caller{
 		Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:role/%s", m[1], m[2], m[3]),
-		Kind: CallerRole, Role: m[3], UserID: roleID, SessionName: m[4], AccessKeyID: req.AccessKeyID,
+		Kind: CallerRole, Role: m[3], UserID: roleID, SessionName: m[4], AccessKeyID: accessKeyID,
 	}, nil
 }
 
