@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -9,8 +10,9 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
-// EntryMappings turns NodeAccessEntries into role mappings, each with the role ID the
-// entry pinned (nodejoinv1alpha1.RoleIDAnnotation), if any. An entry that does not
+// EntryMappings turns NodeAccessEntries into mappings: a node entry's to the node
+// identity, a STANDARD entry's to its username, groups and access policies' groups;
+// each with the role ID the entry pinned (nodejoinv1alpha1.RoleIDAnnotation), if any. An entry that does not
 // validate is skipped and reported through invalid, so that one bad entry does not lock
 // every node out; it admits nobody.
 func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(name string, err error)) []RoleMapping {
@@ -25,13 +27,24 @@ func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(nam
 			}
 			continue
 		}
-		out = append(out, RoleMapping{
+		m := RoleMapping{
 			RoleARN:  arn,
 			Username: nodejoinv1alpha1.NodeUsernameTemplate,
 			Groups:   nodejoinv1alpha1.GroupsFor(e.Spec.Type),
 			Source:   "NodeAccessEntry " + e.Name,
 			RoleID:   e.Annotations[nodejoinv1alpha1.RoleIDAnnotation],
-		})
+		}
+		if e.Spec.Type == nodejoinv1alpha1.AccessEntryStandard {
+			// Only here do groups come from the entry, and access policies at all.
+			m.Standard = true
+			m.Username = cmp.Or(e.Spec.Username, nodejoinv1alpha1.DefaultUsername(e.Spec.PrincipalARN))
+			m.Groups = append([]string(nil), e.Spec.KubernetesGroups...)
+			m.PolicyGroups = e.PolicyGroups()
+			for _, p := range e.Spec.AccessPolicies {
+				m.Policies = append(m.Policies, p.PolicyARN)
+			}
+		}
+		out = append(out, m)
 	}
 	return out
 }

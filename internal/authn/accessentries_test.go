@@ -164,6 +164,10 @@ func TestAWSAuthNeverBlocksAccessEntries(t *testing.T) {
 			"grants group ops-admins, which is bound to cluster-admin by ClusterRoleBinding ops-are-admins", "is refused: aws-auth mapRoles[0] grants group ops-admins, which is bound to cluster-admin"},
 		{"a templated group", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: ['{{SessionName}}']\n",
 			"grants group {{SessionName}}, a template: aws-auth groups must be literal", "is refused"},
+		{"an access-policy group", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [nodejoin:access-policy:AmazonEKSClusterAdminPolicy]\n",
+			"grants group nodejoin:access-policy:AmazonEKSClusterAdminPolicy, which is reserved for the access policies of STANDARD access entries", "is refused"},
+		{"an IAM user", "- rolearn: arn:aws:iam::111122223333:user/legacy\n  username: legacy\n  groups: [devs]\n",
+			"names an IAM user: mapRoles maps roles", "has no access entry or aws-auth mapping"},
 		{"the node groups", "- rolearn: arn:aws:iam::111122223333:role/legacy\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:bootstrappers, system:nodes]\n", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

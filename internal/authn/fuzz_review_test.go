@@ -92,7 +92,8 @@ func FuzzTokenReviewDecoding(f *testing.F) {
 }
 
 // FuzzSTSAnswer: whatever STS answers, a caller is accepted only from HTTP 200, and its
-// ARN re-renders from the parts parsed out of it (partition, account, role, session);
+// ARN re-renders from the parts parsed out of it (partition, account, role, session;
+// for an IAM user, partition, account and name);
 // every error is a denial, throttling, a retryable failure or an unreadable answer, and
 // never carries the presigned URL's signature, session token, access key or parameter
 // names, even when STS echoes them.
@@ -132,6 +133,15 @@ func FuzzSTSAnswer(f *testing.F) {
 				t.Fatalf("HTTP %d accepted as %+v", code, caller)
 			}
 			p, _, _ := strings.Cut(strings.TrimPrefix(caller.ARN, "arn:"), ":")
+			if caller.Kind == authn.CallerUser {
+				// An IAM user: the canonical ARN is the ARN without its path.
+				name := caller.CanonicalARN[strings.LastIndex(caller.CanonicalARN, "/")+1:]
+				if !partitionRE.MatchString(p) || !strings.HasPrefix(caller.ARN, "arn:"+p+":iam::"+caller.Account+":user/") || !strings.HasSuffix(caller.ARN, "/"+name) ||
+					caller.CanonicalARN != "arn:"+p+":iam::"+caller.Account+":user/"+name || caller.Role != "" || caller.SessionName != "" {
+					t.Fatalf("user caller %+v does not re-render from its parts", caller)
+				}
+				return
+			}
 			rendered := partitionRE.MatchString(p) &&
 				caller.ARN == "arn:"+p+":sts::"+caller.Account+":assumed-role/"+caller.Role+"/"+caller.SessionName &&
 				caller.CanonicalARN == "arn:"+p+":iam::"+caller.Account+":role/"+caller.Role
@@ -154,23 +164,35 @@ func FuzzSTSAnswer(f *testing.F) {
 // partitionRE is a whole AWS partition name.
 var partitionRE = regexp.MustCompile(`^` + nodejoinv1alpha1.PartitionPattern + `$`)
 
-// FuzzEntryMappings: a NodeAccessEntry that Validate accepts maps its role, and only
-// to system:node:<the instance's private DNS name> in system:bootstrappers and
-// system:nodes (and, for EC2_WINDOWS, eks:kube-proxy-windows): rendered through Map for
-// a running instance of that role, nothing else.
-// An entry Validate refuses maps nothing and is reported.
+// FuzzEntryMappings: a NodeAccessEntry that Validate accepts maps its principal. A
+// node entry maps only to system:node:<the instance's private DNS name> in
+// system:bootstrappers and system:nodes (and, for EC2_WINDOWS, eks:kube-proxy-windows):
+// rendered through Map for a running instance of that role, nothing else, whatever
+// groups or policies it carries. A STANDARD entry maps to its own groups, none reserved,
+// and to access-policy groups only through its policies. An entry Validate refuses maps
+// nothing and is reported.
 func FuzzEntryMappings(f *testing.F) {
-	for _, s := range []struct{ name, arn, typ string }{
-		{"workers", "arn:aws:iam::111122223333:role/NodeRole", "EC2_LINUX"},
-		{"win", "arn:aws-cn:iam::111122223333:role/path/to/Win", "EC2_WINDOWS"},
-		{"bad", "arn:aws:iam::111122223333:user/alice", ""},
-		{"std", "arn:aws:iam::111122223333:role/admin", "STANDARD"},
+	for _, s := range []struct{ name, arn, typ, group, policy string }{
+		{"workers", "arn:aws:iam::111122223333:role/NodeRole", "EC2_LINUX", "", ""},
+		{"win", "arn:aws-cn:iam::111122223333:role/path/to/Win", "EC2_WINDOWS", "", ""},
+		{"bad", "arn:aws:iam::111122223333:user/alice", "", "", ""},
+		{"std", "arn:aws:iam::111122223333:role/admin", "STANDARD", "devs", ""},
+		{"admin", "arn:aws:iam::111122223333:user/admin", "STANDARD", "", "AmazonEKSClusterAdminPolicy"},
+		{"masters", "arn:aws:iam::111122223333:user/admin", "STANDARD", "system:masters", ""},
+		{"node-admin", "arn:aws:iam::111122223333:role/NodeRole", "EC2_LINUX", "", "AmazonEKSClusterAdminPolicy"},
 	} {
-		f.Add(s.name, s.arn, s.typ)
+		f.Add(s.name, s.arn, s.typ, s.group, s.policy)
 	}
-	f.Fuzz(func(t *testing.T, name, arn, typ string) {
+	f.Fuzz(func(t *testing.T, name, arn, typ, group, policy string) {
 		e := &nodejoinv1alpha1.NodeAccessEntry{Spec: nodejoinv1alpha1.NodeAccessEntrySpec{PrincipalARN: arn, Type: nodejoinv1alpha1.AccessEntryType(typ)}}
 		e.Name = name
+		if group != "" {
+			e.Spec.KubernetesGroups = []string{group}
+		}
+		if policy != "" {
+			e.Spec.AccessPolicies = []nodejoinv1alpha1.AccessPolicyAssociation{{PolicyARN: nodejoinv1alpha1.AccessPolicyARNPrefix + policy,
+				AccessScope: nodejoinv1alpha1.AccessScope{Type: nodejoinv1alpha1.AccessScopeCluster}}}
+		}
 		reported := 0
 		maps := authn.EntryMappings([]*nodejoinv1alpha1.NodeAccessEntry{e}, func(string, error) { reported++ })
 		if len(e.Validate()) > 0 {
@@ -183,19 +205,23 @@ func FuzzEntryMappings(f *testing.F) {
 			t.Fatalf("valid entry gave %d mappings", len(maps))
 		}
 		m := maps[0]
+		parts := strings.SplitN(m.RoleARN, ":", 6)
+		if e.Spec.Type == nodejoinv1alpha1.AccessEntryStandard {
+			checkStandardMapping(t, e, maps, parts)
+			return
+		}
 		wantGroups := []string{"system:bootstrappers", "system:nodes"}
 		if e.Spec.Type == nodejoinv1alpha1.AccessEntryEC2Windows {
 			wantGroups = append(wantGroups, "eks:kube-proxy-windows")
 		}
-		if !slices.Equal(m.Groups, wantGroups) || m.Username != "system:node:{{EC2PrivateDNSName}}" {
+		if !slices.Equal(m.Groups, wantGroups) || m.Username != "system:node:{{EC2PrivateDNSName}}" || m.Standard || len(m.PolicyGroups) > 0 {
 			t.Fatalf("mapping %+v grants more than a node's identity", m)
 		}
 		// Rendered for a caller of that role naming a running instance of it.
-		parts := strings.SplitN(m.RoleARN, ":", 6)
 		role := strings.TrimPrefix(parts[5], "role/")
 		inst := &inventory.Instance{ID: "i-0aaaaaaaaaaaaaaaa", State: "running", AccountID: parts[4], Role: role, RoleARN: arn, PrivateDNSName: "ip-198-18-0-11.ec2.internal"}
 		caller := &authn.Caller{Account: parts[4], ARN: "arn:" + parts[1] + ":sts::" + parts[4] + ":assumed-role/" + role + "/" + inst.ID,
-			CanonicalARN: m.RoleARN, Role: role, UserID: "AROAEXAMPLE", SessionName: inst.ID}
+			CanonicalARN: m.RoleARN, Kind: authn.CallerRole, Role: role, UserID: "AROAEXAMPLE", SessionName: inst.ID}
 		user, err := authn.Map(t.Context(), caller, maps, instances{inst.ID: inst})
 		if err != nil {
 			t.Fatalf("Map(%+v) = %v", caller, err)
@@ -204,4 +230,30 @@ func FuzzEntryMappings(f *testing.F) {
 			t.Fatalf("mapped to %s %v", user.Username, user.Groups)
 		}
 	})
+}
+
+// checkStandardMapping renders a valid STANDARD entry's mapping for a caller of its
+// principal: its groups are the entry's, none reserved, then its policies' groups.
+func checkStandardMapping(t *testing.T, e *nodejoinv1alpha1.NodeAccessEntry, maps []authn.RoleMapping, parts []string) {
+	t.Helper()
+	caller := &authn.Caller{Account: parts[4], CanonicalARN: maps[0].RoleARN, UserID: "AIDAEXAMPLE"}
+	if kind, name, _ := strings.Cut(parts[5], "/"); kind == "user" {
+		caller.Kind, caller.ARN = authn.CallerUser, maps[0].RoleARN
+	} else {
+		caller.Kind, caller.Role, caller.SessionName = authn.CallerRole, name, "alice"
+		caller.ARN = "arn:" + parts[1] + ":sts::" + parts[4] + ":assumed-role/" + name + "/alice"
+	}
+	user, err := authn.Map(t.Context(), caller, maps, nil)
+	if err != nil {
+		t.Fatalf("Map(%+v) = %v", caller, err)
+	}
+	n := len(e.Spec.KubernetesGroups)
+	if !slices.Equal(user.Groups[:n], e.Spec.KubernetesGroups) || !slices.Equal(user.Groups[n:], e.PolicyGroups()) {
+		t.Fatalf("mapped to groups %v; want %v then %v", user.Groups, e.Spec.KubernetesGroups, e.PolicyGroups())
+	}
+	for _, g := range user.Groups[:n] {
+		if nodejoinv1alpha1.ReservedPrefix(g) != "" {
+			t.Fatalf("a STANDARD entry granted reserved group %s", g)
+		}
+	}
 }

@@ -23,6 +23,11 @@ type User struct {
 	Extra    map[string][]string
 	// Mapping is the Source of the role mapping that admitted the caller.
 	Mapping string
+	// Standard says a STANDARD access entry mapped the caller; Policies are the access
+	// policies (ARNs) it granted, each as groups of Groups: what the webhook logs and
+	// counts of such a mapping.
+	Standard bool
+	Policies []string
 }
 
 // Instances looks instances up by ID (EC2 DescribeInstances on AWS);
@@ -31,8 +36,9 @@ type Instances interface {
 	Instance(ctx context.Context, id string) (*inventory.Instance, error)
 }
 
-// RoleMapping is one entry of aws-auth's mapRoles.
+// RoleMapping is one entry of aws-auth's mapRoles, or one access entry.
 type RoleMapping struct {
+	// RoleARN is the principal: a role, or for a STANDARD entry also a user.
 	RoleARN  string   `json:"rolearn"`
 	Username string   `json:"username"`
 	Groups   []string `json:"groups"`
@@ -47,15 +53,34 @@ type RoleMapping struct {
 	// record the role's current ID (from IAM) and compares with that.
 	RoleID string                                    `json:"-"`
 	Pin    func(ctx context.Context) (string, error) `json:"-"`
+	// Standard marks a STANDARD access entry's mapping: the only kind that may map an
+	// IAM user, and the only kind whose PolicyGroups are granted.
+	Standard bool `json:"-"`
+	// PolicyGroups are the groups of a STANDARD entry's access policies
+	// (v1alpha1.AccessPolicyGroup), and Policies the policies' ARNs.
+	PolicyGroups []string `json:"-"`
+	Policies     []string `json:"-"`
 }
 
 // ErrRoleIDUnknown reports that the role's unique ID could not be learnt to pin it: a
 // retryable error, not a denial.
 var ErrRoleIDUnknown = errors.New("the role's unique ID is unknown")
 
+// kind is the caller's kind, a role when unset.
+func (c *Caller) kind() string {
+	if c.Kind == "" {
+		return CallerRole
+	}
+	return c.Kind
+}
+
 // checkRoleID denies a caller whose role is not the one the mapping pinned.
 func checkRoleID(ctx context.Context, c *Caller, m *RoleMapping) error {
 	pinned := m.RoleID
+	if c.Kind == CallerUser {
+		// A user has no role ID to pin; a STANDARD entry names it by ARN only.
+		return nil
+	}
 	if pinned == "" && m.Pin != nil {
 		id, err := m.Pin(ctx)
 		if err != nil {
@@ -117,6 +142,10 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 			continue
 		}
 		m.Source = fmt.Sprintf("aws-auth mapRoles[%d]", i)
+		if strings.Contains(m.RoleARN, ":user/") {
+			m.Refused = m.Source + " names an IAM user: mapRoles maps roles, and an IAM user is admitted through a STANDARD access entry only"
+			report(fmt.Errorf("%w: %s", ErrAWSAuthInvalid, m.Refused))
+		}
 		for _, g := range m.Groups {
 			if why := refusedGroup(g, admin); why != "" {
 				m.Refused = fmt.Sprintf("%s grants group %s, %s", m.Source, g, why)
@@ -129,11 +158,34 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 	return out, nil
 }
 
-// unmappedError is the denial of a role that no mapping names.
-type unmappedError struct{ arn string }
+// unmappedError is the denial of a principal that no mapping names.
+type unmappedError struct{ arn, kind string }
 
 func (e unmappedError) Error() string {
+	if e.kind == CallerUser {
+		return "user " + e.arn + " has no access entry"
+	}
 	return "role " + e.arn + " has no access entry or aws-auth mapping"
+}
+
+// RefusedError is the denial of a caller whose mapping exists but may not be used: a
+// refused aws-auth mapping, a group no mapping of its kind may grant, a user named by
+// anything but a STANDARD entry. The webhook counts these apart from other denials.
+type RefusedError struct {
+	// Source is "aws-auth" or "access-entry": the kind of mapping refused.
+	Source string
+	Reason string
+}
+
+func (e RefusedError) Error() string { return e.Reason }
+
+// refused denies a caller because of mapping m (nil: a mapping of unknown kind).
+func refused(m *RoleMapping, format string, args ...any) error {
+	source := "access-entry"
+	if m != nil && strings.HasPrefix(m.Source, "aws-auth") {
+		source = "aws-auth"
+	}
+	return fmt.Errorf("%w: %w", ErrDenied, RefusedError{Source: source, Reason: fmt.Sprintf(format, args...)})
 }
 
 // nodeGroups are the only system: groups a role mapping may grant.
@@ -145,6 +197,8 @@ func refusedGroup(group string, admin map[string]string) string {
 	switch {
 	case strings.Contains(group, "{{"):
 		return "a template: aws-auth groups must be literal"
+	case strings.HasPrefix(group, nodejoinv1alpha1.AccessPolicyGroupPrefix):
+		return "which is reserved for the access policies of STANDARD access entries: associate an access policy with an access entry instead"
 	case strings.HasPrefix(group, "system:") && !slices.Contains(nodeGroups, group):
 		return "a system: group other than system:bootstrappers and system:nodes"
 	case admin[group] != "":
@@ -158,22 +212,16 @@ var (
 	templateRE   = regexp.MustCompile(`\{\{[^}]*\}\}`)
 )
 
-// Map finds the caller's mapping and renders it. {{EC2PrivateDNSName}} is filled only
+// Map finds the caller's mapping and renders it. An IAM user is mapped by a STANDARD
+// access entry only, and only such an entry's access policies add their groups.
+// {{EC2PrivateDNSName}} is filled only
 // when the session names an instance that is running and whose instance profile has the
 // token's role: whoever can assume the node role can choose any session name, but cannot
 // become an instance that does not carry the role or no longer runs.
 func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Instances) (*User, error) {
-	var m *RoleMapping
-	for i := range mappings {
-		if strings.EqualFold(mappings[i].RoleARN, c.CanonicalARN) {
-			m = &mappings[i]
-		}
-	}
-	if m == nil {
-		return nil, fmt.Errorf("%w: %w", ErrDenied, unmappedError{arn: c.CanonicalARN})
-	}
-	if m.Refused != "" {
-		return nil, denied("the mapping of role %s is refused: %s", c.CanonicalARN, m.Refused)
+	m, err := findMapping(c, mappings)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkRoleID(ctx, c, m); err != nil {
 		return nil, err
@@ -215,6 +263,8 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 		Username: username,
 		UID:      fmt.Sprintf("aws-iam-authenticator:%s:%s", c.Account, c.UserID),
 		Mapping:  m.Source,
+		Standard: m.Standard,
+		Policies: m.Policies,
 		Extra: map[string][]string{
 			"arn": {c.ARN}, "canonicalArn": {c.CanonicalARN}, "sessionName": {c.SessionName},
 			"accessKeyId": {c.AccessKeyID}, "principalId": {c.UserID},
@@ -225,12 +275,52 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(rg, "system:") && !slices.Contains(nodeGroups, rg) {
-			return nil, denied("mapping of %s grants group %s, which nodejoin never grants through a role", m.RoleARN, rg)
+		if err := checkGroup(m, rg); err != nil {
+			return nil, err
 		}
 		u.Groups = append(u.Groups, rg)
 	}
+	if m.Standard {
+		if nodejoinv1alpha1.ReservedPrefix(u.Username) != "" {
+			return nil, refused(m, "%s maps %s to username %s: a STANDARD entry's username may not start with %s", m.Source, c.CanonicalARN, u.Username, nodejoinv1alpha1.ReservedPrefix(u.Username))
+		}
+		u.Groups = append(u.Groups, m.PolicyGroups...)
+	}
 	return u, nil
+}
+
+// findMapping is the caller's mapping (the last naming it), unless it may not be used.
+func findMapping(c *Caller, mappings []RoleMapping) (*RoleMapping, error) {
+	var m *RoleMapping
+	for i := range mappings {
+		if strings.EqualFold(mappings[i].RoleARN, c.CanonicalARN) {
+			m = &mappings[i]
+		}
+	}
+	switch {
+	case m == nil:
+		return nil, fmt.Errorf("%w: %w", ErrDenied, unmappedError{arn: c.CanonicalARN, kind: c.kind()})
+	case m.Refused != "":
+		return nil, refused(m, "the mapping of %s %s is refused: %s", c.kind(), c.CanonicalARN, m.Refused)
+	case c.Kind == CallerUser && !m.Standard:
+		return nil, refused(m, "%s maps user %s, but only a STANDARD access entry may map an IAM user", m.Source, c.CanonicalARN)
+	}
+	return m, nil
+}
+
+// checkGroup refuses a rendered group the mapping may not grant: an access policy's
+// group (only a STANDARD entry's policies grant those, never its groups), a reserved
+// prefix in a STANDARD entry's groups, a system: group other than the node groups.
+func checkGroup(m *RoleMapping, group string) error {
+	switch {
+	case strings.HasPrefix(group, nodejoinv1alpha1.AccessPolicyGroupPrefix):
+		return refused(m, "%s grants group %s, which only an access policy of a STANDARD access entry grants", m.Source, group)
+	case m.Standard && nodejoinv1alpha1.ReservedPrefix(group) != "":
+		return refused(m, "%s grants group %s: a STANDARD entry's groups may not start with %s", m.Source, group, nodejoinv1alpha1.ReservedPrefix(group))
+	case strings.HasPrefix(group, "system:") && !slices.Contains(nodeGroups, group):
+		return refused(m, "mapping of %s grants group %s, which nodejoin never grants through a role", m.RoleARN, group)
+	}
+	return nil
 }
 
 func instanceOf(ctx context.Context, c *Caller, instances Instances) (*inventory.Instance, error) {

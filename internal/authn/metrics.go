@@ -18,6 +18,14 @@ type Metrics struct {
 	// Rejected counts webhook requests refused (HTTP 429) because the concurrency cap
 	// was reached.
 	Rejected prometheus.Counter
+	// StandardMappings counts callers mapped through a STANDARD access entry, once per
+	// access policy the entry grants (policy "none" when it grants none): how often an
+	// administrator's rights were handed out. Cache hits are not counted again.
+	StandardMappings *prometheus.CounterVec
+	// RefusedMappings counts callers denied because the mapping naming them may not be
+	// used (a group only access policies grant, system:masters, an IAM user in
+	// mapRoles), by the kind of mapping: aws-auth or access-entry.
+	RefusedMappings *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -34,7 +42,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Reports of a malformed aws-auth ConfigMap or entry, or of a refused mapping, each time aws-auth is read."}),
 		Rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodejoin_webhook_rejected_total",
 			Help: "Webhook requests refused with HTTP 429 because as many requests as allowed were in flight."}),
+		StandardMappings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodejoin_token_standard_mappings_total",
+			Help: "Callers mapped through a STANDARD access entry, per access policy granted (none: no policy)."}, []string{"policy"}),
+		RefusedMappings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodejoin_token_refused_mappings_total",
+			Help: "Callers denied because the mapping naming them may not be used, by kind of mapping (aws-auth, access-entry)."}, []string{"source"}),
 	}
-	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits, m.AWSAuthInvalid, m.Rejected)
+	reg.MustRegister(m.Reviews, m.Latency, m.CacheLookups, m.CacheHits, m.AWSAuthInvalid, m.Rejected, m.StandardMappings, m.RefusedMappings)
 	return m
 }

@@ -1,7 +1,10 @@
-// Package authn authenticates kubelets for kube-apiserver: a TokenReview webhook that
-// checks node identity tokens, asks STS who signed them, and maps the caller to a
-// Kubernetes node user — only when the instance the token names is running and carries
-// the token's role.
+// Package authn authenticates AWS IAM identities for kube-apiserver: a TokenReview
+// webhook that checks identity tokens (k8s-aws-v1.…), asks STS who signed them, and maps
+// the caller to a Kubernetes user. A node's role maps to the node identity only when the
+// instance the token names is running and carries the role (node access entries,
+// aws-auth); an IAM user or role maps to a person's identity only through a STANDARD
+// access entry, the one source that may carry access policies and so the
+// administrator's rights.
 package authn
 
 import (
@@ -29,15 +32,26 @@ import (
 // Caller is who STS says signed a token.
 type Caller struct {
 	Account string
-	// ARN as STS returns it, such as arn:aws:sts::1111:assumed-role/nodes/i-0abc.
+	// ARN as STS returns it, such as arn:aws:sts::1111:assumed-role/nodes/i-0abc or
+	// arn:aws:iam::1111:user/alice.
 	ARN string
-	// CanonicalARN is the role's IAM ARN, such as arn:aws:iam::1111:role/nodes.
+	// CanonicalARN is the role's or user's IAM ARN without a path, such as
+	// arn:aws:iam::1111:role/nodes.
 	CanonicalARN string
-	Role         string
-	UserID       string // the role's unique ID
-	SessionName  string // for EC2 role credentials: the instance ID
-	AccessKeyID  string
+	// Kind is CallerRole (a role's session) or CallerUser (an IAM user's own key).
+	Kind string
+	Role string // the role's name; empty for a user
+	// UserID is the role's unique ID (AROA…) or the user's (AIDA…).
+	UserID      string
+	SessionName string // for EC2 role credentials: the instance ID
+	AccessKeyID string
 }
+
+// The kinds of caller.
+const (
+	CallerRole = "role"
+	CallerUser = "user"
+)
 
 // ErrDenied reports a token that is not accepted; the message says why.
 var ErrDenied = errors.New("denied")
@@ -99,6 +113,13 @@ type Verifier struct {
 	ClusterID string
 	// STSHosts are the STS hosts tokens may point at (such as sts.us-west-2.amazonaws.com).
 	STSHosts []string
+	// Endpoint, when set (https://host:port), is the cluster's own STS: every token's
+	// request is sent there, with the host the token names (one of STSHosts) as its Host
+	// header, which its signature covers. A local cluster sets it to its local STS, so
+	// that tokens signed for AWS's public STS host (as `aws eks get-token` signs them,
+	// whatever endpoint it is told) are verified without leaving the machine, and no
+	// token is ever sent anywhere else.
+	Endpoint string
 	// HTTP calls STS; it must not follow redirects. Default: 10 s timeout, no redirects.
 	HTTP *http.Client
 	// Skew is how far in the future a token's date may be. Default 1 minute.
@@ -113,7 +134,10 @@ func (v *Verifier) client() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-var assumedRoleRE = regexp.MustCompile(`^arn:(` + nodejoinv1alpha1.PartitionPattern + `):sts::(\d{12}):assumed-role/([\w+=,.@/-]+)/([\w+=,.@-]+)$`)
+var (
+	assumedRoleRE = regexp.MustCompile(`^arn:(` + nodejoinv1alpha1.PartitionPattern + `):sts::(\d{12}):assumed-role/([\w+=,.@/-]+)/([\w+=,.@-]+)$`)
+	iamUserRE     = regexp.MustCompile(`^arn:(` + nodejoinv1alpha1.PartitionPattern + `):iam::(\d{12}):user/(?:[\w+=,.@-]+/)*([\w+=,.@-]{1,64})$`)
+)
 
 // Verify checks the token's form, then asks STS — with this cluster's name in the
 // x-k8s-aws-id header, so a token minted for another cluster fails its signature.
@@ -143,12 +167,30 @@ func (v *Verifier) Parse(token string) (*identity.Request, error) {
 	return req, nil
 }
 
+// target is where a token's request is sent: its own URL, or on Endpoint's host.
+func (v *Verifier) target(req *identity.Request) (string, error) {
+	target := *req.URL
+	if v.Endpoint != "" {
+		ep, err := url.Parse(v.Endpoint)
+		if err != nil || ep.Scheme != "https" || ep.Host == "" {
+			return "", errors.New("the verifier's STS endpoint is not an https URL")
+		}
+		target.Host = ep.Host
+	}
+	return target.String(), nil
+}
+
 // VerifyRequest asks STS who signed a request that Parse accepted.
 func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*Caller, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL.String(), nil)
+	target, err := v.target(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, errors.New("building the STS request failed")
 	}
+	hr.Host = req.URL.Host // what the signature covers
 	hr.Header.Set(identity.ClusterHeader, v.ClusterID)
 	hr.Header.Set("Accept", "application/json")
 	host := req.URL.Host
@@ -176,9 +218,23 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	if err != nil {
 		return nil, fmt.Errorf("STS answer: %w", err)
 	}
+	return callerOf(arn, userID, account, req.AccessKeyID, query)
+}
+
+// callerOf checks STS's answer (query holds the presigned URL's parameters, which no
+// error quotes) and returns the caller it names: an assumed role or an IAM user.
+func callerOf(arn, userID, account, accessKeyID string, query url.Values) (*Caller, error) {
+	if u := iamUserRE.FindStringSubmatch(arn); u != nil {
+		// An IAM user's own key: only a STANDARD access entry can map it (Map).
+		if account != u[2] || !roleIDRE.MatchString(userID) || echoes(arn, query) {
+			return nil, denied("STS answered account %s, UserID or ARN out of form for caller %s", quotable(account, query), quotable(arn, query))
+		}
+		return &Caller{Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:user/%s", u[1], u[2], u[3]),
+			Kind: CallerUser, UserID: userID, AccessKeyID: accessKeyID}, nil
+	}
 	m := assumedRoleRE.FindStringSubmatch(arn)
 	if m == nil {
-		return nil, denied("caller %s is not an assumed role (node tokens come from instance role credentials)", quotable(arn, query))
+		return nil, denied("caller %s is neither an assumed role nor an IAM user (root and federated callers are not admitted)", quotable(arn, query))
 	}
 	if account != m[2] {
 		return nil, denied("STS answered account %s for caller %s of account %s", quotable(account, query), quotable(arn, query), m[2])
@@ -189,7 +245,7 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	}
 	return &Caller{
 		Account: account, ARN: arn, CanonicalARN: fmt.Sprintf("arn:%s:iam::%s:role/%s", m[1], m[2], m[3]),
-		Role: m[3], UserID: roleID, SessionName: m[4], AccessKeyID: req.AccessKeyID,
+		Kind: CallerRole, Role: m[3], UserID: roleID, SessionName: m[4], AccessKeyID: accessKeyID,
 	}, nil
 }
 

@@ -9,12 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
 // Webhook answers kube-apiserver's TokenReviews (authentication.k8s.io/v1).
@@ -222,7 +225,11 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 		return nil, mapErr
 	}
 	if err != nil {
+		w.refusal(err)
 		return nil, err
+	}
+	if user.Standard {
+		w.standardMapping(caller, user)
 	}
 	w.remember(req.AccessKeyID, now)
 	w.mu.Lock()
@@ -230,6 +237,34 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	w.cache[key] = cacheEntry{user: user, expires: now.Add(w.CacheTTL)}
 	w.mu.Unlock()
 	return user, nil
+}
+
+// refusal logs and counts a denial because a mapping may not be used.
+func (w *Webhook) refusal(err error) {
+	var r RefusedError
+	if !errors.As(err, &r) {
+		return
+	}
+	w.Log.Warn("mapping refused", "source", r.Source, "reason", r.Reason)
+	if w.Metrics != nil {
+		w.Metrics.RefusedMappings.WithLabelValues(r.Source).Inc()
+	}
+}
+
+// standardMapping logs and counts a caller mapped through a STANDARD access entry: who,
+// through which entry, with which policies. Never the token.
+func (w *Webhook) standardMapping(c *Caller, u *User) {
+	w.Log.Info("access entry mapped", "principal", c.CanonicalARN, "arn", c.ARN, "entry", u.Mapping,
+		"user", u.Username, "policies", u.Policies)
+	if w.Metrics == nil {
+		return
+	}
+	if len(u.Policies) == 0 {
+		w.Metrics.StandardMappings.WithLabelValues("none").Inc()
+	}
+	for _, p := range u.Policies {
+		w.Metrics.StandardMappings.WithLabelValues(strings.TrimPrefix(p, nodejoinv1alpha1.AccessPolicyARNPrefix)).Inc()
+	}
 }
 
 // MaxReviewBytes bounds a TokenReview request body.

@@ -243,8 +243,37 @@ type AccessEntry struct {
 	Type             string            `json:"type"`
 }
 
-// The access entry types the local EKS supports: node roles only.
+// The access entry types the local EKS supports: node roles, and STANDARD for IAM
+// users and roles that get a username, groups and access policies.
 const (
 	AccessEntryEC2Linux   = "EC2_LINUX"
 	AccessEntryEC2Windows = "EC2_WINDOWS"
+	AccessEntryStandard   = "STANDARD"
 )
+
+// AccessScope is EKS's AccessScope: type cluster or namespace, and the namespaces.
+type AccessScope struct {
+	Type       string   `json:"type,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
+// AssociatedAccessPolicy is EKS's AssociatedAccessPolicy.
+type AssociatedAccessPolicy struct {
+	PolicyArn    string      `json:"policyArn"`
+	AccessScope  AccessScope `json:"accessScope"`
+	AssociatedAt Time        `json:"associatedAt,omitzero"`
+	ModifiedAt   Time        `json:"modifiedAt,omitzero"`
+}
+
+// AccessPolicyARNPrefix begins every EKS access policy's ARN.
+const AccessPolicyARNPrefix = "arn:aws:eks::aws:cluster-access-policy/"
+
+// AccessPolicyNames are the access policies the local EKS associates with STANDARD
+// entries (api/nodejoin/v1alpha1.AccessPolicies says which ClusterRole each grants).
+var AccessPolicyNames = []string{"AmazonEKSAdminPolicy", "AmazonEKSClusterAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"}
+
+// AccessPolicy is EKS's AccessPolicy (ListAccessPolicies).
+type AccessPolicy struct {
+	Name string `json:"name"`
+	Arn  string `json:"arn"`
+}

@@ -75,6 +75,19 @@ type CreateAccessEntryRequest struct {
 	Type               string            `json:"type,omitempty"`
 }
 
+// UpdateAccessEntryRequest is UpdateAccessEntry's body.
+type UpdateAccessEntryRequest struct {
+	KubernetesGroups   []string `json:"kubernetesGroups,omitempty"`
+	ClientRequestToken string   `json:"clientRequestToken,omitempty"`
+	Username           string   `json:"username,omitempty"`
+}
+
+// AssociateAccessPolicyRequest is AssociateAccessPolicy's body.
+type AssociateAccessPolicyRequest struct {
+	PolicyArn   string       `json:"policyArn"`
+	AccessScope *AccessScope `json:"accessScope"`
+}
+
 // The error codes of EKS the local EKS answers with.
 const (
 	CodeResourceNotFound = "ResourceNotFoundException"

@@ -167,6 +167,12 @@ type Config struct {
 	// InstallCRDs the NodeGroup CRD is applied too, and with InstallRBAC and Controller
 	// the role it needs (rbac.ForNodeGroups).
 	NodeGroups *nodegroup.Options
+
+	// AccessPolicies binds the access policies of STANDARD access entries: the leader
+	// runs rbac.AccessPolicyController (namespace scopes), and with InstallRBAC the
+	// cluster-scope bindings (and with Controller the role it needs) of
+	// rbac.ForAccessPolicies are applied.
+	AccessPolicies bool
 }
 
 // LeaderElection configures the Lease the leader holds.
@@ -313,6 +319,11 @@ func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) err
 				return fmt.Errorf("installing the node groups' RBAC: %w", err)
 			}
 		}
+		if cfg.AccessPolicies {
+			if err := rbac.ApplyObjects(ctx, client, rbac.ForAccessPolicies(cfg.Controller), Component); err != nil {
+				return fmt.Errorf("installing the access policies' RBAC: %w", err)
+			}
+		}
 	}
 	if cfg.InstallCRDs {
 		dyn, err := dynamic.NewForConfig(cfg.REST)
@@ -444,6 +455,12 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		ni := &cloudnode.Controller{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
+		}
+	}
+	if cfg.AccessPolicies {
+		ap := &rbac.AccessPolicyController{Client: client, Reader: mgr.GetClient(), FieldManager: Component, Log: cfg.Log.With("part", "access-policies")}
+		if err := ap.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the access policies' controller: %w", err)
 		}
 	}
 	if cfg.NodeGroups != nil {

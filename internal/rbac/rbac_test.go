@@ -31,6 +31,10 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	accessPolicyRoles, err := ForAccessPolicies(&ServiceAccount).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
 	flowSchema, err := FlowSchemaYAML(&ServiceAccount)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +44,7 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 		"../../deploy/rbac.yaml":                               rendered,
 		"../../deploy/rbac-addons.yaml":                        addonRoles,
 		"../../deploy/rbac-nodegroups.yaml":                    nodeGroupRoles,
+		"../../deploy/rbac-access-policies.yaml":               accessPolicyRoles,
 		"../../deploy/crds/nodejoin.io_nodeaccessentries.yaml": crd,
 		"../../deploy/crds/nodejoin.io_nodegroups.yaml":        nodejoinv1alpha1.NodeGroupCRD,
 	} {

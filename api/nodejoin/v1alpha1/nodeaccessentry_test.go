@@ -19,7 +19,9 @@ func TestNodeAccessEntryValidate(t *testing.T) {
 		{arn: "arn:aws:sts::111122223333:assumed-role/NodeRole/i-0abc", want: "want an IAM role ARN"},
 		{arn: "arn:aws:iam::1111:role/NodeRole", want: "want an IAM role ARN"},
 		{arn: "", want: "spec.principalARN"},
-		{arn: "arn:aws:iam::111122223333:role/NodeRole", typ: "STANDARD", want: `spec.type: Unsupported value: "STANDARD"`},
+		{arn: "arn:aws:iam::111122223333:role/NodeRole", typ: "STANDARD", canonical: "arn:aws:iam::111122223333:role/NodeRole"},
+		{arn: "arn:aws:iam::111122223333:user/ops/alice", typ: "STANDARD", canonical: "arn:aws:iam::111122223333:user/alice"},
+		{arn: "arn:aws:sts::111122223333:assumed-role/Admin/s", typ: "STANDARD", want: "want an IAM user or role ARN"},
 		{arn: "arn:aws:iam::111122223333:role/NodeRole", typ: "FARGATE_LINUX", want: "supported values"},
 	} {
 		e := &NodeAccessEntry{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: NodeAccessEntrySpec{PrincipalARN: tc.arn, Type: AccessEntryType(tc.typ)}}
@@ -65,10 +67,10 @@ func TestCRDMatchesValidation(t *testing.T) {
 		t.Fatalf("CRD names %+v, version %s", crd.Spec.Names, crd.Spec.Versions[0].Name)
 	}
 	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties.Spec.Properties
-	if spec.PrincipalARN.Pattern != roleARNRE.String() {
-		t.Errorf("CRD pattern %q differs from Validate's %q", spec.PrincipalARN.Pattern, roleARNRE.String())
+	if spec.PrincipalARN.Pattern != principalARNRE.String() {
+		t.Errorf("CRD pattern %q differs from Validate's %q", spec.PrincipalARN.Pattern, principalARNRE.String())
 	}
-	if strings.Join(spec.Type.Enum, ",") != "EC2_LINUX,EC2_WINDOWS" {
+	if strings.Join(spec.Type.Enum, ",") != "EC2_LINUX,EC2_WINDOWS,STANDARD" {
 		t.Errorf("CRD type enum %v", spec.Type.Enum)
 	}
 }

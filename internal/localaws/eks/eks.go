@@ -1,7 +1,8 @@
 // Package eks is the local AWS's EKS, on its REST-JSON protocol: clusters
 // (ListClusters, DescribeCluster, DescribeClusterVersions), managed node groups
 // (Create/Describe/List/Delete, UpdateNodegroupConfig, UpdateNodegroupVersion), their
-// updates (DescribeUpdate, ListUpdates) and node access entries. It owns the wire: routes,
+// updates (DescribeUpdate, ListUpdates) and access entries (node and STANDARD, with
+// access policies). It owns the wire: routes,
 // request decoding and validation, pagination and EKS's error shape. The state is a
 // Backend's: nodejoin's is the NodeGroup and NodeAccessEntry objects of the cluster
 // (internal/nodegroup/eksbackend), so that EKS and `kubectl get nodegroups` never
@@ -50,6 +51,8 @@ type Backend interface {
 	// ListAccessEntries returns the principal ARNs in a stable order.
 	ListAccessEntries(ctx context.Context, cluster string) ([]string, error)
 	DeleteAccessEntry(ctx context.Context, cluster, principalARN string) error
+	// The STANDARD entries' operations (access.go).
+	AccessPolicyBackend
 }
 
 // Cluster is what the static backend of New knows about one cluster.
@@ -157,6 +160,10 @@ var routes = []route{
 	{"DescribeAccessEntry", http.MethodGet, "/clusters/*/access-entries/*", (*EKS).describeAccessEntry},
 	{"DeleteAccessEntry", http.MethodDelete, "/clusters/*/access-entries/*", (*EKS).deleteAccessEntry},
 	{"ListAssociatedAccessPolicies", http.MethodGet, "/clusters/*/access-entries/*/access-policies", (*EKS).listAssociatedAccessPolicies},
+	{"UpdateAccessEntry", http.MethodPost, "/clusters/*/access-entries/*", (*EKS).updateAccessEntry},
+	{"AssociateAccessPolicy", http.MethodPost, "/clusters/*/access-entries/*/access-policies", (*EKS).associateAccessPolicy},
+	{"DisassociateAccessPolicy", http.MethodDelete, "/clusters/*/access-entries/*/access-policies/*", (*EKS).disassociateAccessPolicy},
+	{"ListAccessPolicies", http.MethodGet, "/access-policies", (*EKS).listAccessPolicies},
 }
 
 // unimplemented names the EKS operations a client may try that the local EKS does not
@@ -166,10 +173,6 @@ var unimplemented = []route{
 	{name: "DeleteCluster", method: http.MethodDelete, path: "/clusters/*"},
 	{name: "UpdateClusterConfig", method: http.MethodPost, path: "/clusters/*/update-config"},
 	{name: "UpdateClusterVersion", method: http.MethodPost, path: "/clusters/*/updates"},
-	{name: "UpdateAccessEntry", method: http.MethodPost, path: "/clusters/*/access-entries/*"},
-	{name: "AssociateAccessPolicy", method: http.MethodPost, path: "/clusters/*/access-entries/*/access-policies"},
-	{name: "DisassociateAccessPolicy", method: http.MethodDelete, path: "/clusters/*/access-entries/*/access-policies/*"},
-	{name: "ListAccessPolicies", method: http.MethodGet, path: "/access-policies"},
 	{name: "CreateAddon", method: http.MethodPost, path: "/clusters/*/addons"},
 	{name: "ListAddons", method: http.MethodGet, path: "/clusters/*/addons"},
 	{name: "DescribeAddon", method: http.MethodGet, path: "/clusters/*/addons/*"},

@@ -266,9 +266,11 @@ func TestAccessEntries(t *testing.T) {
 		want string
 		in   awseks.CreateAccessEntryInput
 	}{
-		{"STANDARD (the default)", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn)}},
-		{"EC2_LINUX and EC2_WINDOWS", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("STANDARD")}},
-		{"EC2_LINUX and EC2_WINDOWS", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("FARGATE_LINUX")}},
+		{"system:masters", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), KubernetesGroups: []string{"admins", "system:masters"}}},
+		{"starts with nodejoin:", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("STANDARD"), KubernetesGroups: []string{"nodejoin:access-policy:AmazonEKSClusterAdminPolicy"}}},
+		{"starts with eks:", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Username: aws.String("eks:me")}},
+		{"not an IAM user or role ARN", awseks.CreateAccessEntryInput{PrincipalArn: aws.String("arn:aws:sts::000000000000:assumed-role/admin/s")}},
+		{"STANDARD, EC2_LINUX and EC2_WINDOWS", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("FARGATE_LINUX")}},
 		{"kubernetesGroups", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("EC2_LINUX"), KubernetesGroups: []string{"admins"}}},
 		{"username", awseks.CreateAccessEntryInput{PrincipalArn: aws.String(arn), Type: aws.String("EC2_WINDOWS"), Username: aws.String("me")}},
 		{"principalArn", awseks.CreateAccessEntryInput{PrincipalArn: aws.String("arn:aws:iam::000000000000:user/me"), Type: aws.String("EC2_LINUX")}},

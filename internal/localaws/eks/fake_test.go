@@ -19,6 +19,7 @@ type fake struct {
 	groups   map[string]eksapi.Nodegroup
 	updates  map[string][]eksapi.Update
 	entries  map[string]eksapi.AccessEntry
+	policies map[string][]eksapi.AssociatedAccessPolicy
 	reached  int
 	failNext bool
 }
@@ -26,7 +27,8 @@ type fake struct {
 var created = eksapi.NewTime(time.Date(2026, 11, 27, 12, 0, 0, 500_000_000, time.UTC))
 
 func newFake() *fake {
-	return &fake{groups: map[string]eksapi.Nodegroup{}, updates: map[string][]eksapi.Update{}, entries: map[string]eksapi.AccessEntry{}}
+	return &fake{groups: map[string]eksapi.Nodegroup{}, updates: map[string][]eksapi.Update{}, entries: map[string]eksapi.AccessEntry{},
+		policies: map[string][]eksapi.AssociatedAccessPolicy{}}
 }
 
 func (f *fake) enter(cluster string) error {

@@ -17,6 +17,10 @@ func FuzzRequests(f *testing.F) {
 	f.Add(uint8(7), []byte(`{"scalingConfig":{"desiredSize":3},"labels":{"addOrUpdateLabels":{"a":"b"}}}`))
 	f.Add(uint8(8), []byte(`{"releaseVersion":"1.37.0-20261127","force":true}`))
 	f.Add(uint8(11), []byte(`{"principalArn":"arn:aws:iam::000000000000:role/r","type":"EC2_LINUX"}`))
+	f.Add(uint8(11), []byte(`{"principalArn":"arn:aws:iam::000000000000:user/u","kubernetesGroups":["devs","system:masters"],"username":"u"}`))
+	f.Add(uint8(16), []byte(`{"kubernetesGroups":["ops"],"username":"eks:x"}`))
+	f.Add(uint8(17), []byte(`{"policyArn":"arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy","accessScope":{"type":"namespace","namespaces":["dev"]}}`))
+	f.Add(uint8(19), []byte(``))
 	f.Add(uint8(3), []byte(`{"nodegroupName":"ng","nodeRole":"x","taints":[{"key":"k","effect":"NO_SCHEDULE"}],"updateConfig":{"maxUnavailable":0}}`))
 	f.Fuzz(func(t *testing.T, op uint8, body []byte) {
 		e := NewWithBackend(newFake(), nil)

@@ -1,12 +1,14 @@
 package eksbackend
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +36,7 @@ func AccessEntryName(arn string) string {
 			return r - 'A' + 'a'
 		}
 		return '-'
-	}, roleName(arn))
+	}, principalName(arn))
 	base = strings.Trim(base, "-")
 	if len(base) > 40 {
 		base = strings.TrimRight(base[:40], "-")
@@ -44,6 +46,23 @@ func AccessEntryName(arn string) string {
 	}
 	return "eks-" + base + "-" + hex.EncodeToString(sum[:])[:10]
 }
+
+// principalName is the name of an IAM role or user ARN, without its path.
+func principalName(arn string) string {
+	canonical := v1alpha1.CanonicalPrincipalARN(arn)
+	return canonical[strings.LastIndex(canonical, "/")+1:]
+}
+
+// principalKind is "role" or "user", as an access entry's ARN names it.
+func principalKind(arn string) string {
+	if strings.Contains(arn, ":user/") {
+		return "user"
+	}
+	return "role"
+}
+
+// modifiedAtAnnotation records when UpdateAccessEntry last changed an entry.
+const modifiedAtAnnotation = "nodejoin.io/modified-at"
 
 // findEntry is the entry of principal, whatever its name.
 func (b *Backend) findEntry(ctx context.Context, cluster, principal string) (*v1alpha1.NodeAccessEntry, error) {
@@ -71,17 +90,30 @@ func (b *Backend) accessEntry(e *v1alpha1.NodeAccessEntry) eksapi.AccessEntry {
 	if raw, ok := e.Annotations[accessEntryTagsAnnotation]; ok {
 		_ = jsonUnmarshal(raw, &tags)
 	}
+	groups, username := v1alpha1.GroupsFor(v1alpha1.AccessEntryType(t)), v1alpha1.NodeUsernameTemplate
+	if t == eksapi.AccessEntryStandard {
+		groups = append([]string{}, e.Spec.KubernetesGroups...)
+		username = cmp.Or(e.Spec.Username, v1alpha1.DefaultUsername(e.Spec.PrincipalARN))
+	}
+	modified := e.CreationTimestamp.Time
+	if raw := e.Annotations[modifiedAtAnnotation]; raw != "" {
+		if m, err := time.Parse(time.RFC3339Nano, raw); err == nil {
+			modified = m
+		}
+	}
 	return eksapi.AccessEntry{
 		ClusterName: b.info.Cluster.Name, PrincipalArn: e.Spec.PrincipalARN,
-		KubernetesGroups: v1alpha1.GroupsFor(v1alpha1.AccessEntryType(t)),
-		AccessEntryArn: fmt.Sprintf("arn:aws:eks:%s:%s:access-entry/%s/role/%s/%s/%s", b.info.Region, b.info.AccountID,
-			b.info.Cluster.Name, b.info.AccountID, roleName(e.Spec.PrincipalARN), e.UID),
-		CreatedAt: eksapi.NewTime(e.CreationTimestamp.Time), ModifiedAt: eksapi.NewTime(e.CreationTimestamp.Time),
-		Tags: tags, Username: v1alpha1.NodeUsernameTemplate, Type: t,
+		KubernetesGroups: groups,
+		AccessEntryArn: fmt.Sprintf("arn:aws:eks:%s:%s:access-entry/%s/%s/%s/%s/%s", b.info.Region, b.info.AccountID,
+			b.info.Cluster.Name, principalKind(e.Spec.PrincipalARN), b.info.AccountID, principalName(e.Spec.PrincipalARN), e.UID),
+		CreatedAt: eksapi.NewTime(e.CreationTimestamp.Time), ModifiedAt: eksapi.NewTime(modified),
+		Tags: tags, Username: username, Type: t,
 	}
 }
 
-// CreateAccessEntry creates the NodeAccessEntry of a node role.
+// CreateAccessEntry creates the NodeAccessEntry of a node role or, of type STANDARD, of
+// an IAM user or role with its username and groups (access policies are associated
+// afterwards, as on EKS).
 func (b *Backend) CreateAccessEntry(ctx context.Context, cluster string, in *eksapi.CreateAccessEntryRequest) (eksapi.AccessEntry, error) {
 	if _, err := b.findEntry(ctx, cluster, in.PrincipalArn); err == nil {
 		return eksapi.AccessEntry{}, eksapi.InUse("The specified access entry resource is already in use on this cluster: %s.", in.PrincipalArn)
@@ -91,10 +123,11 @@ func (b *Backend) CreateAccessEntry(ctx context.Context, cluster string, in *eks
 	e := &v1alpha1.NodeAccessEntry{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.NodeAccessEntryKind},
 		ObjectMeta: metav1.ObjectMeta{Name: AccessEntryName(in.PrincipalArn)},
-		Spec:       v1alpha1.NodeAccessEntrySpec{PrincipalARN: in.PrincipalArn, Type: v1alpha1.AccessEntryType(in.Type)},
+		Spec: v1alpha1.NodeAccessEntrySpec{PrincipalARN: in.PrincipalArn, Type: v1alpha1.AccessEntryType(in.Type),
+			Username: in.Username, KubernetesGroups: in.KubernetesGroups},
 	}
 	if errs := e.Validate(); len(errs) > 0 {
-		return eksapi.AccessEntry{}, eksapi.InvalidParameter("%s", strings.ReplaceAll(errs.ToAggregate().Error(), "spec.principalARN", "principalArn"))
+		return eksapi.AccessEntry{}, eksapi.InvalidParameter("%s", eksEntryFields(errs.ToAggregate().Error()))
 	}
 	if len(in.Tags) > 0 {
 		e.Annotations = map[string]string{accessEntryTagsAnnotation: jsonText(in.Tags)}
@@ -109,6 +142,12 @@ func (b *Backend) CreateAccessEntry(ctx context.Context, cluster string, in *eks
 		return eksapi.AccessEntry{}, fmt.Errorf("creating NodeAccessEntry: %w", err)
 	}
 	return b.accessEntry(e), nil
+}
+
+// eksEntryFields names an entry's fields as EKS's API names them.
+func eksEntryFields(msg string) string {
+	return strings.NewReplacer("spec.principalARN", "principalArn", "spec.kubernetesGroups", "kubernetesGroups",
+		"spec.username", "username", "spec.type", "type", "spec.accessPolicies", "accessPolicies", "spec: ", "").Replace(msg)
 }
 
 // DescribeAccessEntry maps the principal's NodeAccessEntry.

@@ -36,6 +36,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/manager"
 	"github.com/nodejoin/nodejoin/internal/nodegroup"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/eksbackend"
 	"github.com/nodejoin/nodejoin/internal/nodegroup/userdata"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
@@ -103,6 +104,8 @@ type Controller struct {
 	cpErr error // the control plane's failure
 	// authenticated holds every username the webhook has accepted a token of.
 	authenticated sync.Map
+	// eks is the local EKS's state (access entries, node groups) over the cluster's API.
+	eks *eksbackend.Backend
 }
 
 // Start starts the local cloud and nodejoin-controller for cfg.Cluster and returns once
@@ -217,10 +220,18 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		WebhookListener: wl,
 		// Only kube-apiserver, with its client certificate, may ask for reviews.
 		WebhookTLS: httpserver.MutualTLS(cert, clientCAs),
-		Verifier: &authn.Verifier{ClusterID: cl.Name(), STSHosts: []string{strings.TrimPrefix(c.cloud.STSURL, "https://")},
+		// Tokens may name the local STS, the edge that serves it too, or AWS's public STS
+		// hosts of the region (`aws eks get-token` signs for those, whatever endpoint it
+		// is given); every one is verified by the cluster's own STS (Endpoint), never
+		// sent to AWS.
+		Verifier: &authn.Verifier{ClusterID: cl.Name(), Endpoint: c.cloud.STSURL, STSHosts: []string{
+			strings.TrimPrefix(c.cloud.STSURL, "https://"), strings.TrimPrefix(c.cloud.EdgeURL, "https://"),
+			"sts." + cfg.Region + ".amazonaws.com", "sts.amazonaws.com"},
 			HTTP: c.cloud.STSHTTPClient()},
 		InstallRBAC: true,
 		InstallCRDs: true,
+		// STANDARD access entries' policies are bound (the administrator's below).
+		AccessPolicies: true,
 		// No cloud controller manager runs here: nodejoin-controller initializes Nodes.
 		InitializeNodes: true,
 		OnStarted:       func() { close(ready) },
@@ -269,6 +280,14 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}()
 	select {
 	case <-ready:
+		// As EKS does for a cluster's creator (bootstrapClusterCreatorAdminPermissions):
+		// the administrator's IAM user gets a STANDARD access entry with
+		// AmazonEKSClusterAdminPolicy, so that `aws eks get-token` tokens of its key
+		// reach cluster-admin through the token webhook.
+		if err := c.eks.EnsureClusterCreatorAdmin(ctx, c.cloud.Admin.ARN); err != nil {
+			_ = c.Stop()
+			return nil, fmt.Errorf("the administrator's access entry: %w", err)
+		}
 		return c, nil
 	case <-c.done:
 		_ = c.cloud.Wait()

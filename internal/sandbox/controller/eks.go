@@ -87,7 +87,8 @@ func (c *Controller) serveEKS(cl *controlplane.Cluster, cfg Config, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the API server for the local EKS: %w", err)
 	}
-	c.cloud.Edge.Route("eks", localaws.NewEKSWithBackend(eksbackend.New(kc, info, releases), log))
+	c.eks = eksbackend.New(kc, info, releases)
+	c.cloud.Edge.Route("eks", localaws.NewEKSWithBackend(c.eks, log))
 	c.cloud.Edge.Route("ssm", localaws.NewSSM(cfg.Region, catalog))
 	return amis, nil
 }
