@@ -5,6 +5,7 @@ package ec2
 
 import (
 	"encoding/base64"
+	"encoding/xml"
 	"net/http"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
@@ -24,7 +25,7 @@ func (e *EC2) SetConsoleSource(source func(instanceID string) ([]byte, bool)) {
 }
 
 type consoleOutputResponse struct {
-	XMLName    struct{} `xml:"GetConsoleOutputResponse"`
+	XMLName    xml.Name `xml:"GetConsoleOutputResponse"`
 	Xmlns      string   `xml:"xmlns,attr"`
 	RequestID  string   `xml:"requestId"`
 	InstanceID string   `xml:"instanceId"`

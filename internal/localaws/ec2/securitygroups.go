@@ -7,6 +7,9 @@ package ec2
 // DescribeSecurityGroups groups them into IpPermissions (describe_vpc.go).
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
 	"fmt"
 	"maps"
 	"net/http"
@@ -59,6 +62,13 @@ func (r *sgRule) describe() string {
 	return fmt.Sprintf("peer: %s, %s, from port: %d, to port: %d, ALLOW", r.peer(), proto, r.from, r.to)
 }
 
+// newID draws a resource ID: the prefix and 17 hexadecimal digits.
+func newID(prefix string) string {
+	b := make([]byte, 9)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)[:17]
+}
+
 // addDefaultGroup makes the VPC's default group: all traffic in from itself, all out.
 func (e *EC2) addDefaultGroup() {
 	g := &securityGroup{id: DefaultSecurityGroupID, name: "default", description: "default VPC security group", vpcID: DefaultVPCID, tags: map[string]string{}}
@@ -70,7 +80,7 @@ func (e *EC2) addDefaultGroup() {
 // addRule stores a rule, drawing its ID if it has none. Locked.
 func (e *EC2) addRule(r *sgRule) {
 	if r.id == "" {
-		r.id = "sgr-" + randomHex(17)
+		r.id = newID("sgr-")
 	}
 	if r.tags == nil {
 		r.tags = map[string]string{}
@@ -143,10 +153,13 @@ func readTagSpecs(p *protocol.Params, resourceType string) (map[string]string, *
 }
 
 type createSecurityGroupResponse struct {
-	returnResponse
-	GroupID string                      `xml:"groupId"`
-	Tags    protocol.ItemSet[ec2TagXML] `xml:"tagSet"`
-	ARN     string                      `xml:"securityGroupArn"`
+	XMLName   xml.Name                    `xml:"CreateSecurityGroupResponse"`
+	Xmlns     string                      `xml:"xmlns,attr"`
+	RequestID string                      `xml:"requestId"`
+	Return    bool                        `xml:"return"`
+	GroupID   string                      `xml:"groupId"`
+	Tags      protocol.ItemSet[ec2TagXML] `xml:"tagSet"`
+	ARN       string                      `xml:"securityGroupArn"`
 }
 
 func (e *EC2) groupARN(id string) string {
@@ -194,10 +207,10 @@ func (e *EC2) createSecurityGroupAction(r *protocol.Request) (any, *protocol.Err
 	if dry {
 		return nil, errDryRun
 	}
-	g := &securityGroup{id: "sg-" + randomHex(17), name: name, description: desc, vpcID: vpcID, tags: tags}
+	g := &securityGroup{id: newID("sg-"), name: name, description: desc, vpcID: vpcID, tags: tags}
 	e.groups[g.id] = g
 	e.addRule(&sgRule{groupID: g.id, egress: true, protocol: "-1", from: -1, to: -1, cidr: "0.0.0.0/0"})
-	return createSecurityGroupResponse{returnResponse: returned(r), GroupID: g.id, Tags: tagSet(tags), ARN: e.groupARN(g.id)}, nil
+	return createSecurityGroupResponse{Xmlns: xmlns, RequestID: r.ID, Return: true, GroupID: g.id, Tags: tagSet(tags), ARN: e.groupARN(g.id)}, nil
 }
 
 // targetGroup reads GroupId or GroupName and finds the group. Locked.

@@ -6,6 +6,7 @@ package ec2
 // of groups and rules (CreateTags, DeleteTags).
 
 import (
+	"encoding/xml"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -85,8 +86,6 @@ func checkCIDR(v string, v6 bool, param string) (string, *protocol.Error) {
 }
 
 // readPeers reads a permission's peers into one rule each.
-//
-//nolint:gocyclo // four kinds of peer, each read and checked in turn.
 func readPeers(perm *protocol.Params, base sgRule) ([]ruleRequest, *protocol.Error) {
 	var out []ruleRequest
 	for _, r := range perm.List("IpRanges") {
@@ -197,8 +196,11 @@ func readPermissions(p *protocol.Params) ([]ruleRequest, *protocol.Error) {
 }
 
 type ruleChangeResponse struct {
-	returnResponse
-	Rules *protocol.ItemSet[sgRuleXML] `xml:"securityGroupRuleSet,omitempty"`
+	XMLName   xml.Name
+	Xmlns     string                       `xml:"xmlns,attr"`
+	RequestID string                       `xml:"requestId"`
+	Return    bool                         `xml:"return"`
+	Rules     *protocol.ItemSet[sgRuleXML] `xml:"securityGroupRuleSet,omitempty"`
 }
 
 // ruleAction is the handler of Authorize (authorize) or Revoke SecurityGroupIngress or
@@ -289,7 +291,7 @@ func (e *EC2) authorize(r *protocol.Request, rules []*sgRule, tags map[string]st
 	if dry {
 		return nil, errDryRun
 	}
-	out := ruleChangeResponse{returnResponse: returned(r), Rules: &protocol.ItemSet[sgRuleXML]{}}
+	out := ruleChangeResponse{XMLName: xml.Name{Local: r.Action + "Response"}, Xmlns: xmlns, RequestID: r.ID, Return: true, Rules: &protocol.ItemSet[sgRuleXML]{}}
 	for _, rule := range rules {
 		rule.tags = maps.Clone(tags)
 		e.addRule(rule)

@@ -62,7 +62,7 @@ func parsePolicyARN(arn string) (policyRef, *protocol.Error) {
 	res := strings.TrimPrefix(parts[5], "policy")
 	cut := strings.LastIndex(res, "/")
 	ref := policyRef{arn: arn, name: res[cut+1:], path: res[:cut+1], awsManaged: parts[4] == "aws"}
-	if ref.name == "" || nameRE.MatchString(ref.name) == false {
+	if ref.name == "" || !nameRE.MatchString(ref.name) {
 		return policyRef{}, protocol.Errorf(http.StatusBadRequest, "InvalidInput", "ARN %s is not valid: the policy name is not a valid IAM name.", arn)
 	}
 	return ref, nil

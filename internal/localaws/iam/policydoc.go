@@ -109,6 +109,12 @@ func checkStatement(s map[string]json.RawMessage, kind docKind) *protocol.Error 
 			return malformed("Actions/Conditions must be prefaced by a vendor, e.g., iam, sdb, ec2, etc. (%q)", a)
 		}
 	}
+	return checkSubjects(s, kind)
+}
+
+// checkSubjects refuses a statement without the principal (trust) or resource
+// (permissions) its kind requires, or with the other.
+func checkSubjects(s map[string]json.RawMessage, kind docKind) *protocol.Error {
 	_, hasPrincipal := s["Principal"]
 	if _, not := s["NotPrincipal"]; not {
 		hasPrincipal = true
