@@ -59,7 +59,7 @@ func ruleSpec(m svcProps, egress bool, path string) (sgRuleSpec, error) {
 		proto = n
 	}
 	if proto == "" {
-		return sgRuleSpec{}, fmt.Errorf("Properties validation failed: #/%s: required key [IpProtocol] not found", path)
+		return sgRuleSpec{}, svcInvalid("Properties validation failed: #/%s: required key [IpProtocol] not found", path)
 	}
 	perm := ec2types.IpPermission{IpProtocol: aws.String(proto)}
 	if proto != "-1" {
@@ -99,7 +99,7 @@ func ruleSpec(m svcProps, egress bool, path string) (sgRuleSpec, error) {
 		perm.UserIdGroupPairs, peers = []ec2types.UserIdGroupPair{pair}, peers+1
 	}
 	if peers != 1 {
-		return sgRuleSpec{}, fmt.Errorf("Properties validation failed: #/%s: a rule names exactly one of CidrIp, CidrIpv6, %s or %s (found %d)", path, prefixList, group, peers)
+		return sgRuleSpec{}, svcInvalid("Properties validation failed: #/%s: a rule names exactly one of CidrIp, CidrIpv6, %s or %s (found %d)", path, prefixList, group, peers)
 	}
 	key := fmt.Sprintf("%s|%d|%d|%s|%s|%s|%s|%s|%s", proto, aws.ToInt32(perm.FromPort), aws.ToInt32(perm.ToPort), m.str("CidrIp"), m.str("CidrIpv6"),
 		m.str(prefixList), m.str(group), m.str(groupName), m.str("Description"))
@@ -123,7 +123,7 @@ func groupRules(p svcProps, egress bool) ([]sgRuleSpec, error) {
 		path := fmt.Sprintf("%s/%d", prop, k)
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			if !slices.Contains(known, name) {
-				return nil, fmt.Errorf("Encountered unsupported property %s (#/%s)", name, path)
+				return nil, svcInvalid("Encountered unsupported property %s (#/%s)", name, path)
 			}
 		}
 		spec, err := ruleSpec(m, egress, path)
@@ -317,7 +317,7 @@ func (t ec2GroupRule) spec(c *Call) (sgRuleSpec, error) {
 		return sgRuleSpec{}, err
 	}
 	if p.str("GroupId") == "" && (t.egress || p.str("GroupName") == "") {
-		return sgRuleSpec{}, fmt.Errorf("Properties validation failed for resource %s with message: #: required key [GroupId] not found", c.LogicalID)
+		return sgRuleSpec{}, svcInvalid("Properties validation failed for resource %s with message: #: required key [GroupId] not found", c.LogicalID)
 	}
 	return ruleSpec(p, t.egress, c.LogicalID)
 }

@@ -63,10 +63,21 @@ func (p svcProps) int32(k string) (*int32, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("Properties validation failed: #/%s: expected type: Integer, found: %q", k, s)
+		return nil, svcInvalid("Properties validation failed: #/%s: expected type: Integer, found: %q", k, s)
 	}
 	v := int32(n)
 	return &v, nil
+}
+
+// svcPropertyError is a template's fault in a resource's properties, in
+// CloudFormation's wording (which begins with a capital: it is shown as it is, as the
+// resource's status reason).
+type svcPropertyError string
+
+func (e svcPropertyError) Error() string { return string(e) }
+
+func svcInvalid(format string, args ...any) error {
+	return svcPropertyError(fmt.Sprintf(format, args...))
 }
 
 // check refuses properties a type does not know and required ones that are absent, with
@@ -74,12 +85,12 @@ func (p svcProps) int32(k string) (*int32, error) {
 func (p svcProps) check(c *Call, required []string, known ...string) error {
 	for _, k := range slices.Sorted(maps.Keys(p)) {
 		if !slices.Contains(known, k) && !slices.Contains(required, k) {
-			return fmt.Errorf("Encountered unsupported property %s", k)
+			return svcInvalid("Encountered unsupported property %s", k)
 		}
 	}
 	for _, k := range required {
 		if _, ok := p[k]; !ok {
-			return fmt.Errorf("Properties validation failed for resource %s with message: #: required key [%s] not found", c.LogicalID, k)
+			return svcInvalid("Properties validation failed for resource %s with message: #: required key [%s] not found", c.LogicalID, k)
 		}
 	}
 	return nil
@@ -95,7 +106,7 @@ func (p svcProps) doc(k string) (string, error) {
 		b, err := json.Marshal(v)
 		return string(b), err
 	}
-	return "", fmt.Errorf("Properties validation failed: #/%s: expected type: JSONObject", k)
+	return "", svcInvalid("Properties validation failed: #/%s: expected type: JSONObject", k)
 }
 
 // svcTags reads a Tags property: a list of {Key, Value}.
@@ -210,7 +221,7 @@ func inlinePolicies(p svcProps) (map[string]string, error) {
 		name := item.str("PolicyName")
 		doc, err := item.doc("PolicyDocument")
 		if name == "" || err != nil {
-			return nil, fmt.Errorf("Properties validation failed: #/Policies/%d: required keys PolicyName and PolicyDocument (a JSON object)", k)
+			return nil, svcInvalid("Properties validation failed: #/Policies/%d: required keys PolicyName and PolicyDocument (a JSON object)", k)
 		}
 		out[name] = doc
 	}
@@ -415,7 +426,7 @@ func (t iamInstanceProfile) Create(ctx context.Context, c *Call) (Result, error)
 	}
 	roles := p.strs("Roles")
 	if len(roles) > 1 {
-		return Result{}, fmt.Errorf("Properties validation failed: #/Roles: expected maximum item count: 1, found: %d", len(roles))
+		return Result{}, svcInvalid("Properties validation failed: #/Roles: expected maximum item count: 1, found: %d", len(roles))
 	}
 	name := p.str("InstanceProfileName")
 	if name == "" {
@@ -448,7 +459,7 @@ func (t iamInstanceProfile) Update(ctx context.Context, c *Call, old Result, old
 	}
 	roles, oldRoles := p.strs("Roles"), was.strs("Roles")
 	if len(roles) > 1 {
-		return Result{}, fmt.Errorf("Properties validation failed: #/Roles: expected maximum item count: 1, found: %d", len(roles))
+		return Result{}, svcInvalid("Properties validation failed: #/Roles: expected maximum item count: 1, found: %d", len(roles))
 	}
 	if !slices.Equal(roles, oldRoles) {
 		name := aws.String(old.PhysicalID)
@@ -495,7 +506,7 @@ type iamPolicy struct{ c *iam.Client }
 func policyTargets(p svcProps) error {
 	for _, k := range []string{"Groups", "Users"} {
 		if len(p.list(k)) > 0 {
-			return fmt.Errorf("Properties validation failed: #/%s: the local account has no IAM %s; name Roles", k, strings.ToLower(k))
+			return svcInvalid("Properties validation failed: #/%s: the local account has no IAM %s; name Roles", k, strings.ToLower(k))
 		}
 	}
 	return nil
