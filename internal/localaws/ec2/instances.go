@@ -37,6 +37,9 @@ type InstanceRecord struct {
 	nics []NetworkInterface
 	// Tags are the instance's tags (WithTags).
 	Tags map[string]string
+	// SecurityGroupIDs are the groups of the primary network interface
+	// (WithSecurityGroups); none for the VPC's default group.
+	SecurityGroupIDs []string
 }
 
 // LaunchOption sets what Instance does not describe on a launched instance.
@@ -106,6 +109,11 @@ func (e *EC2) Launch(inst Instance, opts ...LaunchOption) error {
 	defer e.mu.Unlock()
 	if _, dup := e.instances[inst.ID]; dup {
 		return fmt.Errorf("instance %s is already launched", inst.ID)
+	}
+	for _, g := range rec.SecurityGroupIDs {
+		if !e.groupExists(g) {
+			return fmt.Errorf("instance %s: security group %s does not exist", inst.ID, g)
+		}
 	}
 	used := e.usedAddrs()
 	for _, a := range rec.privateIPv4s() {
@@ -192,6 +200,7 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	c.SecondaryPrivateIPv4s = slices.Clone(r.SecondaryPrivateIPv4s)
 	c.nics = slices.Clone(r.nics)
 	c.Tags = maps.Clone(r.Tags)
+	c.SecurityGroupIDs = slices.Clone(r.SecurityGroupIDs)
 	return &c
 }
 

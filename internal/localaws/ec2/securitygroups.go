@@ -69,6 +69,14 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)[:17]
 }
 
+// WithSecurityGroups puts a launched instance's primary network interface in security
+// groups (IDs), as a launch template's SecurityGroupIds or NetworkInterfaces' Groups ask;
+// Launch refuses a group that does not exist. While the instance runs, the groups
+// cannot be deleted.
+func WithSecurityGroups(ids ...string) LaunchOption {
+	return func(r *InstanceRecord) { r.SecurityGroupIDs = slices.Clone(ids) }
+}
+
 // addDefaultGroup makes the VPC's default group: all traffic in from itself, all out.
 func (e *EC2) addDefaultGroup() {
 	g := &securityGroup{id: DefaultSecurityGroupID, name: "default", description: "default VPC security group", vpcID: DefaultVPCID, tags: map[string]string{}}

@@ -199,3 +199,34 @@ func TestGetConsoleOutputWithTheAWSClient(t *testing.T) {
 	_, err = get("i-0000000000000000f")
 	wantAPIError(t, err, "InvalidInstanceID.NotFound", "i-0000000000000000f")
 }
+
+// An instance launched in a created group keeps it from being deleted until it is
+// terminated.
+func TestSecurityGroupOfAnInstance(t *testing.T) {
+	e := localVPC(t)
+	c := newEC2Client(t, e)
+	out, err := c.CreateSecurityGroup(t.Context(), &ec2.CreateSecurityGroupInput{GroupName: aws.String("n"), Description: aws.String("d"), VpcId: aws.String(DefaultVPCID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.GroupId)
+	inst := Instance{ID: "i-00000000000000002", PrivateIPv4: "198.18.0.11", SubnetID: DefaultSubnetID, VPCID: DefaultVPCID}
+	if err := e.Launch(inst, WithSecurityGroups("sg-0000000000000000f")); err == nil {
+		t.Fatal("launched into a group that does not exist")
+	}
+	if err := e.Launch(inst, WithSecurityGroups(id)); err != nil {
+		t.Fatal(err)
+	}
+	enis, err := c.DescribeNetworkInterfaces(t.Context(), &ec2.DescribeNetworkInterfacesInput{Filters: []ec2types.Filter{filter("group-id", id)}})
+	if err != nil || len(enis.NetworkInterfaces) != 1 {
+		t.Fatalf("interfaces in the group: %+v, %v", enis, err)
+	}
+	_, err = c.DeleteSecurityGroup(t.Context(), &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+	wantAPIError(t, err, "DependencyViolation", "i-00000000000000002")
+	if err := e.SetState(inst.ID, "terminated"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteSecurityGroup(t.Context(), &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)}); err != nil {
+		t.Fatal(err)
+	}
+}
