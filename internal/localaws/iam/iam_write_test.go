@@ -12,6 +12,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/internal/awstest"
+	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
+	"github.com/nodejoin/nodejoin/internal/localaws/sts"
 )
 
 const nodeTrust = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":["ec2.amazonaws.com"]},"Action":["sts:AssumeRole"]}]}`
@@ -238,4 +240,26 @@ func FuzzCheckPolicy(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The trust policy of a created role is the one STS evaluates: a role only EC2 may
+// assume no longer admits the account's administrators, as the default policy does;
+// UpdateAssumeRolePolicy changes what STS sees.
+func TestCreatedRolesTrustPolicyIsWhatSTSChecks(t *testing.T) {
+	i := New(awstest.Account, nil)
+	c := newIAMClient(t, i)
+	admin := protocol.Caller{ARN: "arn:aws:iam::" + awstest.Account + ":user/nodejoin-admin", Account: awstest.Account}
+	if _, err := c.CreateRole(t.Context(), &iam.CreateRoleInput{RoleName: aws.String("ec2only"), AssumeRolePolicyDocument: aws.String(nodeTrust)}); err != nil {
+		t.Fatal(err)
+	}
+	if doc, _ := i.TrustPolicy("ec2only"); sts.TrustAllows(doc, admin, awstest.Account) {
+		t.Error("STS lets the administrator assume a role only EC2 may assume")
+	}
+	adminTrust := `{"Statement":{"Effect":"Allow","Principal":{"AWS":"` + admin.ARN + `"},"Action":"sts:AssumeRole"}}`
+	if _, err := c.UpdateAssumeRolePolicy(t.Context(), &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String("ec2only"), PolicyDocument: aws.String(adminTrust)}); err != nil {
+		t.Fatal(err)
+	}
+	if doc, _ := i.TrustPolicy("ec2only"); !sts.TrustAllows(doc, admin, awstest.Account) {
+		t.Errorf("STS does not see the new trust policy: %s", doc)
+	}
 }
