@@ -113,6 +113,8 @@ func TestEC2TypesMakeWhatEC2Shows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wait, every := sgDeleteWait, sgDeleteEvery
+	t.Cleanup(func() { sgDeleteWait, sgDeleteEvery = wait, every })
 	sgDeleteWait, sgDeleteEvery = 50*time.Millisecond, 10*time.Millisecond
 	err = types["AWS::EC2::SecurityGroup"].Delete(ctx, svcCall("AWS::EC2::SecurityGroup", "NodeSecurityGroup", newProps), group)
 	if err == nil || !strings.Contains(err.Error(), "DependencyViolation") {
