@@ -51,6 +51,8 @@ type IAM struct {
 type role struct {
 	name, path, id, description string
 	maxSession                  int64
+	// boundary is the permissions boundary policy's ARN, "" for none.
+	boundary string
 	// trust is the trust policy document; "" for DefaultTrustPolicy.
 	trust string
 	// created is set for a role made with CreateRole; zero for an implicit one.

@@ -213,7 +213,10 @@ func TestIAMRefusesBadInput(t *testing.T) {
 			wantCode(t, err, tt.code)
 		})
 	}
-	_, err := c.PutRolePolicy(t.Context(), &iam.PutRolePolicyInput{RoleName: aws.String("absent"), PolicyName: aws.String("p"), PolicyDocument: aws.String(`{"Statement":[]}`)})
+	_, err := c.CreateRole(t.Context(), &iam.CreateRoleInput{RoleName: aws.String("bounded"), AssumeRolePolicyDocument: aws.String(nodeTrust),
+		PermissionsBoundary: aws.String("arn:aws:iam::" + awstest.Account + ":policy/absent")})
+	wantCode(t, err, "NoSuchEntity")
+	_, err = c.PutRolePolicy(t.Context(), &iam.PutRolePolicyInput{RoleName: aws.String("absent"), PolicyName: aws.String("p"), PolicyDocument: aws.String(`{"Statement":[]}`)})
 	wantCode(t, err, "MalformedPolicyDocument")
 	_, err = c.AttachRolePolicy(t.Context(), &iam.AttachRolePolicyInput{RoleName: aws.String("absent"), PolicyArn: aws.String("arn:aws:iam::aws:policy/X")})
 	wantCode(t, err, "NoSuchEntity")

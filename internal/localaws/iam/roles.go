@@ -17,15 +17,19 @@ import (
 var createDate = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type roleXML struct {
-	Path                     string   `xml:"Path"`
-	RoleName                 string   `xml:"RoleName"`
-	RoleID                   string   `xml:"RoleId"`
-	ARN                      string   `xml:"Arn"`
-	CreateDate               string   `xml:"CreateDate"`
-	AssumeRolePolicyDocument string   `xml:"AssumeRolePolicyDocument"`
-	Description              string   `xml:"Description,omitempty"`
-	MaxSessionDuration       int64    `xml:"MaxSessionDuration,omitempty"`
-	Tags                     []tagXML `xml:"Tags>member,omitempty"`
+	Path                     string `xml:"Path"`
+	RoleName                 string `xml:"RoleName"`
+	RoleID                   string `xml:"RoleId"`
+	ARN                      string `xml:"Arn"`
+	CreateDate               string `xml:"CreateDate"`
+	AssumeRolePolicyDocument string `xml:"AssumeRolePolicyDocument"`
+	Description              string `xml:"Description,omitempty"`
+	MaxSessionDuration       int64  `xml:"MaxSessionDuration,omitempty"`
+	PermissionsBoundary      *struct {
+		Type string `xml:"PermissionsBoundaryType"`
+		ARN  string `xml:"PermissionsBoundaryArn"`
+	} `xml:"PermissionsBoundary,omitempty"`
+	Tags []tagXML `xml:"Tags>member,omitempty"`
 }
 
 // roleLocked describes a role that exists, drawing its ID if need be. Its trust policy
@@ -36,11 +40,18 @@ func (i *IAM) roleLocked(name string) roleXML {
 	if !r.created.IsZero() {
 		created = r.created
 	}
-	return roleXML{
+	x := roleXML{
 		Path: r.path, RoleName: name, RoleID: r.id, ARN: i.arn("role", r.path, name),
 		CreateDate: created.Format(time.RFC3339), AssumeRolePolicyDocument: encodeDoc(i.trustLocked(name)),
 		Description: r.description, MaxSessionDuration: r.maxSession, Tags: slices.Clone(r.tags),
 	}
+	if r.boundary != "" {
+		x.PermissionsBoundary = &struct {
+			Type string `xml:"PermissionsBoundaryType"`
+			ARN  string `xml:"PermissionsBoundaryArn"`
+		}{"Policy", r.boundary}
+	}
+	return x
 }
 
 // encodeDoc is a policy document as IAM answers it: URL-encoded (RFC 3986).
@@ -99,6 +110,7 @@ func (i *IAM) createRole(r *protocol.Request) (any, *protocol.Error) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	boundary, _ := p.Str("PermissionsBoundary")
 	if aerr := p.Finish(); aerr != nil {
 		return nil, aerr
 	}
@@ -111,8 +123,13 @@ func (i *IAM) createRole(r *protocol.Request) (any, *protocol.Error) {
 	if i.existsLocked(name, held) {
 		return nil, alreadyExists("Role with name %s already exists.", name)
 	}
+	if boundary != "" {
+		if _, aerr := i.existingPolicy(boundary); aerr != nil {
+			return nil, aerr
+		}
+	}
 	rec := &role{name: name, path: path, trust: doc, created: i.now().UTC().Truncate(time.Second), tags: tags,
-		maxSession: 3600, inline: map[string]string{}}
+		maxSession: 3600, boundary: boundary, inline: map[string]string{}}
 	if old := i.roles[name]; old != nil {
 		// An implicit role's data (a trust policy set by the sandbox) does not outlive it.
 		delete(i.roles, name)

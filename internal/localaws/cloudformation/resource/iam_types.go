@@ -210,7 +210,7 @@ func iamTags(c *Call, p svcProps) []iamtypes.Tag {
 
 type iamRole struct{ c *iam.Client }
 
-var roleProps = []string{"RoleName", "Path", "Description", "MaxSessionDuration", "ManagedPolicyArns", "Policies", "Tags"}
+var roleProps = []string{"RoleName", "Path", "Description", "MaxSessionDuration", "ManagedPolicyArns", "Policies", "Tags", "PermissionsBoundary"}
 
 // inlinePolicies reads a Policies property: {PolicyName, PolicyDocument} each.
 func inlinePolicies(p svcProps) (map[string]string, error) {
@@ -256,6 +256,9 @@ func (t iamRole) Create(ctx context.Context, c *Call) (Result, error) {
 	}
 	if p.has("Description") {
 		in.Description = aws.String(p.str("Description"))
+	}
+	if p.has("PermissionsBoundary") {
+		in.PermissionsBoundary = aws.String(p.str("PermissionsBoundary"))
 	}
 	if _, err := t.c.CreateRole(ctx, in); err != nil {
 		return Result{}, svcFail("Iam", err)
@@ -315,7 +318,8 @@ func (t iamRole) Update(ctx context.Context, c *Call, old Result, oldProps map[s
 	if err := p.check(c, []string{"AssumeRolePolicyDocument"}, roleProps...); err != nil {
 		return Result{}, err
 	}
-	if p.str("RoleName") != was.str("RoleName") || p.str("Path") != was.str("Path") {
+	// The local IAM has no PutRolePermissionsBoundary: a new boundary makes a new role.
+	if p.str("RoleName") != was.str("RoleName") || p.str("Path") != was.str("Path") || p.str("PermissionsBoundary") != was.str("PermissionsBoundary") {
 		return Result{}, ErrReplace
 	}
 	name := old.PhysicalID

@@ -71,7 +71,7 @@ func TestIAMTypesMakeWhatIAMShows(t *testing.T) {
 	cloud := newSvcCloud(t)
 	types := Provisioners(cloud.cl)
 	ctx := t.Context()
-	roleProps := map[string]any{"AssumeRolePolicyDocument": trustDoc, "Path": "/",
+	roleProps := map[string]any{"AssumeRolePolicyDocument": trustDoc, "Path": "/", "PermissionsBoundary": "arn:aws:iam::aws:policy/PowerUserAccess",
 		"ManagedPolicyArns": []any{"arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"},
 		"Policies": []any{map[string]any{"PolicyName": "logs", "PolicyDocument": map[string]any{"Version": "2012-10-17",
 			"Statement": []any{map[string]any{"Effect": "Allow", "Action": "logs:*", "Resource": "*"}}}}},
@@ -90,6 +90,9 @@ func TestIAMTypesMakeWhatIAMShows(t *testing.T) {
 	}
 	if doc := readDoc(t, got.Role.AssumeRolePolicyDocument); !strings.Contains(doc, `"Service":["ec2.amazonaws.com"]`) {
 		t.Errorf("trust policy = %s", doc)
+	}
+	if got.Role.PermissionsBoundary == nil || aws.ToString(got.Role.PermissionsBoundary.PermissionsBoundaryArn) != "arn:aws:iam::aws:policy/PowerUserAccess" {
+		t.Errorf("permissions boundary = %+v", got.Role.PermissionsBoundary)
 	}
 	if len(got.Role.Tags) != 2 {
 		t.Errorf("tags = %+v (want Name and the stack's team, not aws:*)", got.Role.Tags)
@@ -126,7 +129,7 @@ func TestIAMTypesMakeWhatIAMShows(t *testing.T) {
 
 	// In place: a new trust policy, one managed policy less, the inline policy changed.
 	newProps := map[string]any{"AssumeRolePolicyDocument": map[string]any{"Statement": map[string]any{"Effect": "Allow",
-		"Principal": map[string]any{"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}}, "Path": "/",
+		"Principal": map[string]any{"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}}, "Path": "/", "PermissionsBoundary": "arn:aws:iam::aws:policy/PowerUserAccess",
 		"Policies": []any{map[string]any{"PolicyName": "logs2", "PolicyDocument": map[string]any{
 			"Statement": []any{map[string]any{"Effect": "Allow", "Action": "logs:Put*", "Resource": "*"}}}}}}
 	updated, err := types["AWS::IAM::Role"].Update(ctx, svcCall("AWS::IAM::Role", "NodeInstanceRole", newProps), role, roleProps)
