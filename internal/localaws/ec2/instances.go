@@ -110,10 +110,8 @@ func (e *EC2) Launch(inst Instance, opts ...LaunchOption) error {
 	if _, dup := e.instances[inst.ID]; dup {
 		return fmt.Errorf("instance %s is already launched", inst.ID)
 	}
-	for _, g := range rec.SecurityGroupIDs {
-		if !e.groupExists(g) {
-			return fmt.Errorf("instance %s: security group %s does not exist", inst.ID, g)
-		}
+	if err := e.checkLaunchGroups(inst.ID, rec.SecurityGroupIDs); err != nil {
+		return err
 	}
 	used := e.usedAddrs()
 	for _, a := range rec.privateIPv4s() {

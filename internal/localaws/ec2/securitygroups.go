@@ -77,6 +77,17 @@ func WithSecurityGroups(ids ...string) LaunchOption {
 	return func(r *InstanceRecord) { r.SecurityGroupIDs = slices.Clone(ids) }
 }
 
+// checkLaunchGroups refuses to launch an instance into a group that does not exist.
+// Locked.
+func (e *EC2) checkLaunchGroups(instanceID string, ids []string) error {
+	for _, g := range ids {
+		if !e.groupExists(g) {
+			return fmt.Errorf("instance %s: security group %s does not exist", instanceID, g)
+		}
+	}
+	return nil
+}
+
 // addDefaultGroup makes the VPC's default group: all traffic in from itself, all out.
 func (e *EC2) addDefaultGroup() {
 	g := &securityGroup{id: DefaultSecurityGroupID, name: "default", description: "default VPC security group", vpcID: DefaultVPCID, tags: map[string]string{}}
