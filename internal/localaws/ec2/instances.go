@@ -107,20 +107,29 @@ func (e *EC2) Launch(inst Instance, opts ...LaunchOption) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, dup := e.instances[inst.ID]; dup {
-		return fmt.Errorf("instance %s is already launched", inst.ID)
+	if err := e.admitLaunch(rec); err != nil {
+		return err
 	}
-	if err := e.checkLaunchGroups(inst.ID, rec.SecurityGroupIDs); err != nil {
+	e.instances[inst.ID] = rec
+	e.launchPrimaryInterface(rec)
+	return nil
+}
+
+// admitLaunch refuses an instance already launched, one in a security group that does
+// not exist, and one whose addresses are in use. Locked.
+func (e *EC2) admitLaunch(rec *InstanceRecord) error {
+	if _, dup := e.instances[rec.ID]; dup {
+		return fmt.Errorf("instance %s is already launched", rec.ID)
+	}
+	if err := e.checkLaunchGroups(rec.ID, rec.SecurityGroupIDs); err != nil {
 		return err
 	}
 	used := e.usedAddrs()
 	for _, a := range rec.privateIPv4s() {
 		if holder, taken := used[netip.MustParseAddr(a)]; taken {
-			return fmt.Errorf("instance %s: private IPv4 %s is in use by %s", inst.ID, a, holder)
+			return fmt.Errorf("instance %s: private IPv4 %s is in use by %s", rec.ID, a, holder)
 		}
 	}
-	e.instances[inst.ID] = rec
-	e.launchPrimaryInterface(rec)
 	return nil
 }
 
