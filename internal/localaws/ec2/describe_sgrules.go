@@ -1,42 +1,21 @@
 package ec2
 
-// This file holds DescribeSecurityGroupRules: the rules of the local security groups,
-// one per direction, as DescribeSecurityGroups shows them in its permissions.
+// This file holds DescribeSecurityGroupRules: the rules of the security groups, one per
+// peer, as DescribeSecurityGroups shows them grouped in its permissions.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
 
-// sgRule is one rule of a security group: the default group lets in all traffic from
-// itself (referencedGroup) and out all traffic (cidr).
-type sgRule struct {
-	id, groupID           string
-	egress                bool
-	cidr, referencedGroup string
-}
-
-// ruleID derives a rule's ID from its group and direction.
+// ruleID derives the ID of a rule of the default group from its direction.
 func ruleID(groupID string, egress bool) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "sgr/%s/%t", groupID, egress))
 	return "sgr-" + hex.EncodeToString(sum[:])[:17]
-}
-
-// sgRules are the local groups' rules by ID.
-func sgRules() map[string]sgRule {
-	g := defaultGroup.id
-	rules := []sgRule{
-		{id: ruleID(g, false), groupID: g, referencedGroup: g},
-		{id: ruleID(g, true), groupID: g, egress: true, cidr: "0.0.0.0/0"},
-	}
-	out := map[string]sgRule{}
-	for _, r := range rules {
-		out[r.id] = r
-	}
-	return out
 }
 
 var sgRuleFilters = map[string]func(r sgRule) []string{
@@ -58,6 +37,9 @@ type sgRuleXML struct {
 	FromPort        int                         `xml:"fromPort"`
 	ToPort          int                         `xml:"toPort"`
 	CIDRIPv4        string                      `xml:"cidrIpv4,omitempty"`
+	CIDRIPv6        string                      `xml:"cidrIpv6,omitempty"`
+	PrefixListID    string                      `xml:"prefixListId,omitempty"`
+	Description     string                      `xml:"description,omitempty"`
 	ReferencedGroup *referencedGroupXML         `xml:"referencedGroupInfo,omitempty"`
 	ARN             string                      `xml:"securityGroupRuleArn"`
 	Tags            protocol.ItemSet[ec2TagXML] `xml:"tagSet"`
@@ -71,20 +53,34 @@ func (e *EC2) describeSecurityGroupRules(r *protocol.Request) (any, *protocol.Er
 	if in.dry {
 		return nil, errDryRun
 	}
-	page, next, aerr := setOf(sgRules(), func(r sgRule, name string) []string { return sgRuleFilters[name](r) },
-		"InvalidSecurityGroupRuleId.NotFound", "The security group rule ID '%s' does not exist").page(in)
+	e.mu.Lock()
+	rules := map[string]sgRule{}
+	for id, rule := range e.rules {
+		rules[id] = *rule
+	}
+	e.mu.Unlock()
+	page, next, aerr := setOf(rules, func(r sgRule, name string) []string { return sgRuleFilters[name](r) },
+		"InvalidSecurityGroupRuleId.NotFound", "The security group rule ID '%s' does not exist").
+		withTags(func(r sgRule) map[string]string { return r.tags }).page(in)
 	if aerr != nil {
 		return nil, aerr
 	}
+	slices.SortStableFunc(page, func(a, b sgRule) int { return a.seq - b.seq })
 	var out []sgRuleXML
 	for _, rule := range page {
-		x := sgRuleXML{ID: rule.id, GroupID: rule.groupID, GroupOwnerID: e.AccountID, IsEgress: rule.egress, IPProtocol: "-1",
-			FromPort: -1, ToPort: -1, CIDRIPv4: rule.cidr,
-			ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:security-group-rule/%s", e.Region, e.AccountID, rule.id)}
-		if rule.referencedGroup != "" {
-			x.ReferencedGroup = &referencedGroupXML{GroupID: rule.referencedGroup, UserID: e.AccountID}
-		}
-		out = append(out, x)
+		out = append(out, e.ruleXML(&rule))
 	}
 	return newDescribeOutput(r, "securityGroupRuleSet", out, next), nil
+}
+
+// ruleXML describes a rule.
+func (e *EC2) ruleXML(rule *sgRule) sgRuleXML {
+	x := sgRuleXML{ID: rule.id, GroupID: rule.groupID, GroupOwnerID: e.AccountID, IsEgress: rule.egress, IPProtocol: rule.protocol,
+		FromPort: rule.from, ToPort: rule.to, CIDRIPv4: rule.cidr, CIDRIPv6: rule.cidrV6, PrefixListID: rule.prefixList,
+		Description: rule.description, Tags: tagSet(rule.tags),
+		ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:security-group-rule/%s", e.Region, e.AccountID, rule.id)}
+	if rule.referencedGroup != "" {
+		x.ReferencedGroup = &referencedGroupXML{GroupID: rule.referencedGroup, UserID: e.AccountID}
+	}
+	return x
 }

@@ -1,15 +1,18 @@
 package ec2
 
 // This file holds the Describe actions of the local VPC: DescribeAvailabilityZones,
-// DescribeVpcs and DescribeSecurityGroups (its rules are describe_sgrules.go's).
+// DescribeVpcs and DescribeSecurityGroups (the groups and their rules are
+// securitygroups.go's).
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
@@ -234,33 +237,73 @@ func (e *EC2) describeVpcs(r *protocol.Request) (any, *protocol.Error) {
 	return newDescribeOutput(r, "vpcSet", out, next), nil
 }
 
-// securityGroup is a security group as DescribeSecurityGroups shows it. The local VPC
-// has one: its default group, which lets in all traffic from itself and out all.
-type securityGroup struct {
-	id, name, description, vpcID string
+// sgView is a security group with its rules, as DescribeSecurityGroups shows it.
+type sgView struct {
+	securityGroup
+	rules []sgRule
 }
 
-var sgFilters = map[string]func(g securityGroup, owner string) []string{
-	"group-id":    func(g securityGroup, _ string) []string { return one(g.id) },
-	"group-name":  func(g securityGroup, _ string) []string { return one(g.name) },
-	"vpc-id":      func(g securityGroup, _ string) []string { return one(g.vpcID) },
-	"description": func(g securityGroup, _ string) []string { return one(g.description) },
-	"owner-id":    func(_ securityGroup, owner string) []string { return one(owner) },
+// permissionValues are the values of a group's ip-permission.* (egress: egress.ip-permission.*)
+// filters.
+func (g sgView) permissionValues(egress bool, field string) []string {
+	var out []string
+	for _, r := range g.rules {
+		if r.egress != egress {
+			continue
+		}
+		v := map[string]string{"cidr": r.cidr, "ipv6-cidr": r.cidrV6, "prefix-list-id": r.prefixList, "group-id": r.referencedGroup,
+			"protocol": r.protocol, "from-port": strconv.Itoa(r.from), "to-port": strconv.Itoa(r.to)}[field]
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+var sgFilters = map[string]func(g sgView, owner string) []string{
+	"group-id":    func(g sgView, _ string) []string { return one(g.id) },
+	"group-name":  func(g sgView, _ string) []string { return one(g.name) },
+	"vpc-id":      func(g sgView, _ string) []string { return one(g.vpcID) },
+	"description": func(g sgView, _ string) []string { return one(g.description) },
+	"owner-id":    func(_ sgView, owner string) []string { return one(owner) },
+}
+
+func init() {
+	for _, field := range []string{"cidr", "ipv6-cidr", "prefix-list-id", "group-id", "protocol", "from-port", "to-port"} {
+		sgFilters["ip-permission."+field] = func(g sgView, _ string) []string { return g.permissionValues(false, field) }
+		sgFilters["egress.ip-permission."+field] = func(g sgView, _ string) []string { return g.permissionValues(true, field) }
+	}
 }
 
 type sgPairXML struct {
-	UserID  string `xml:"userId"`
-	GroupID string `xml:"groupId"`
+	UserID      string `xml:"userId"`
+	GroupID     string `xml:"groupId"`
+	Description string `xml:"description,omitempty"`
 }
 
 type ipRangeXML struct {
-	CIDRIP string `xml:"cidrIp"`
+	CIDRIP      string `xml:"cidrIp"`
+	Description string `xml:"description,omitempty"`
+}
+
+type ipv6RangeXML struct {
+	CIDRIPv6    string `xml:"cidrIpv6"`
+	Description string `xml:"description,omitempty"`
+}
+
+type prefixListXML struct {
+	PrefixListID string `xml:"prefixListId"`
+	Description  string `xml:"description,omitempty"`
 }
 
 type ipPermissionXML struct {
-	IPProtocol string                       `xml:"ipProtocol"`
-	Groups     protocol.ItemSet[sgPairXML]  `xml:"groups"`
-	IPRanges   protocol.ItemSet[ipRangeXML] `xml:"ipRanges"`
+	IPProtocol    string                          `xml:"ipProtocol"`
+	FromPort      *int                            `xml:"fromPort,omitempty"`
+	ToPort        *int                            `xml:"toPort,omitempty"`
+	Groups        protocol.ItemSet[sgPairXML]     `xml:"groups"`
+	IPRanges      protocol.ItemSet[ipRangeXML]    `xml:"ipRanges"`
+	IPv6Ranges    protocol.ItemSet[ipv6RangeXML]  `xml:"ipv6Ranges"`
+	PrefixListIDs protocol.ItemSet[prefixListXML] `xml:"prefixListIds"`
 }
 
 type securityGroupXML struct {
@@ -272,42 +315,91 @@ type securityGroupXML struct {
 	ARN         string                            `xml:"securityGroupArn"`
 	Ingress     protocol.ItemSet[ipPermissionXML] `xml:"ipPermissions"`
 	Egress      protocol.ItemSet[ipPermissionXML] `xml:"ipPermissionsEgress"`
+	Tags        protocol.ItemSet[ec2TagXML]       `xml:"tagSet"`
 }
 
-// defaultGroup is the VPC's default security group.
-var defaultGroup = securityGroup{id: DefaultSecurityGroupID, name: SecurityGroupName(DefaultSecurityGroupID),
-	description: "default VPC security group", vpcID: DefaultVPCID}
+// permissions groups a direction's rules by protocol and port range, in the order the
+// rules were made, as EC2 answers IpPermissions.
+func permissions(rules []sgRule, egress bool, owner string) []ipPermissionXML {
+	var out []ipPermissionXML
+	index := map[string]int{}
+	for _, r := range rules {
+		if r.egress != egress {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d/%d", r.protocol, r.from, r.to)
+		k, ok := index[key]
+		if !ok {
+			p := ipPermissionXML{IPProtocol: r.protocol}
+			if r.protocol != "-1" {
+				from, to := r.from, r.to
+				p.FromPort, p.ToPort = &from, &to
+			}
+			k, index[key] = len(out), len(out)
+			out = append(out, p)
+		}
+		p := &out[k]
+		switch {
+		case r.cidr != "":
+			p.IPRanges.Items = append(p.IPRanges.Items, ipRangeXML{r.cidr, r.description})
+		case r.cidrV6 != "":
+			p.IPv6Ranges.Items = append(p.IPv6Ranges.Items, ipv6RangeXML{r.cidrV6, r.description})
+		case r.prefixList != "":
+			p.PrefixListIDs.Items = append(p.PrefixListIDs.Items, prefixListXML{r.prefixList, r.description})
+		case r.referencedGroup != "":
+			p.Groups.Items = append(p.Groups.Items, sgPairXML{owner, r.referencedGroup, r.description})
+		}
+	}
+	return out
+}
+
+// sgViews are the security groups with their rules. Locked.
+func (e *EC2) sgViews() map[string]sgView {
+	out := map[string]sgView{}
+	for id, g := range e.groups {
+		v := sgView{securityGroup: *g}
+		v.tags = maps.Clone(g.tags)
+		for _, r := range e.groupRules(id) {
+			v.rules = append(v.rules, *r)
+		}
+		out[id] = v
+	}
+	return out
+}
 
 func (e *EC2) describeSecurityGroups(r *protocol.Request) (any, *protocol.Error) {
-	def := defaultGroup
-	groups := map[string]securityGroup{def.id: def}
 	names := r.Params.StrList("GroupName")
 	in, aerr := readDescribe(r.Params, "GroupId", func(n string) bool { return sgFilters[n] != nil || isTagFilter(n) }, 5, 1000)
 	if aerr != nil {
 		return nil, aerr
 	}
+	e.mu.Lock()
+	groups := e.sgViews()
 	for _, n := range names {
-		if n != def.name {
-			return nil, protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", n, def.vpcID)
+		g := e.groupNamed(n, "")
+		if g == nil {
+			e.mu.Unlock()
+			return nil, protocol.Errorf(http.StatusBadRequest, "InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", n, DefaultVPCID)
 		}
-		if !slices.Contains(in.ids, def.id) {
-			in.ids = append(in.ids, def.id)
+		if !slices.Contains(in.ids, g.id) {
+			in.ids = append(in.ids, g.id)
 		}
 	}
+	e.mu.Unlock()
 	if in.dry {
 		return nil, errDryRun
 	}
-	page, next, aerr := setOf(groups, func(g securityGroup, name string) []string { return sgFilters[name](g, e.AccountID) },
-		"InvalidGroup.NotFound", "The security group '%s' does not exist").page(in)
+	page, next, aerr := setOf(groups, func(g sgView, name string) []string { return sgFilters[name](g, e.AccountID) },
+		"InvalidGroup.NotFound", "The security group '%s' does not exist").withTags(func(g sgView) map[string]string { return g.tags }).page(in)
 	if aerr != nil {
 		return nil, aerr
 	}
 	var out []securityGroupXML
 	for _, g := range page {
 		x := securityGroupXML{OwnerID: e.AccountID, GroupID: g.id, GroupName: g.name, Description: g.description, VPCID: g.vpcID,
-			ARN: fmt.Sprintf("arn:aws:ec2:%s:%s:security-group/%s", e.Region, e.AccountID, g.id)}
-		x.Ingress.Items = []ipPermissionXML{{IPProtocol: "-1", Groups: protocol.ItemSet[sgPairXML]{Items: []sgPairXML{{e.AccountID, g.id}}}}}
-		x.Egress.Items = []ipPermissionXML{{IPProtocol: "-1", IPRanges: protocol.ItemSet[ipRangeXML]{Items: []ipRangeXML{{"0.0.0.0/0"}}}}}
+			ARN: e.groupARN(g.id), Tags: tagSet(g.tags)}
+		x.Ingress.Items = permissions(g.rules, false, e.AccountID)
+		x.Egress.Items = permissions(g.rules, true, e.AccountID)
 		out = append(out, x)
 	}
 	return newDescribeOutput(r, "securityGroupInfo", out, next), nil

@@ -1,9 +1,9 @@
-// Package ec2 is the local AWS's EC2: the instance inventory and its attributes, the
-// VPC with its zones, subnets and default security group and its rules, elastic network
-// interfaces and their addresses, DHCP options, instance types, images (the account's
-// and the catalog of EKS-optimized AMI releases), tags and launch templates, served on
-// EC2's Query protocol. Of the local AWS it imports the wire layer (protocol) and iam
-// (instance profile names).
+// Package ec2 is the local AWS's EC2: the instance inventory, its attributes and
+// console output, the VPC with its zones, subnets, security groups (the default one and
+// those created) and their rules, elastic network interfaces and their addresses, DHCP
+// options, instance types, images (the account's and the catalog of EKS-optimized AMI
+// releases), tags and launch templates, served on EC2's Query protocol. Of the local
+// AWS it imports the wire layer (protocol) and iam (instance profile names).
 package ec2
 
 import (
@@ -44,8 +44,15 @@ type EC2 struct {
 	tokens    map[string]tokenUse // CreateNetworkInterface's client tokens
 	// dhcpDomains are the custom DHCP options domain-names, by VPC.
 	dhcpDomains map[string]string
-	calls       int
-	fail        injectedFailure
+	// groups are the security groups by ID (the VPC's default one first made) and
+	// rules their rules by ID (securitygroups.go).
+	groups  map[string]*securityGroup
+	rules   map[string]*sgRule
+	ruleSeq int
+	// console gives an instance's console output (console.go); nil for none.
+	console func(instanceID string) ([]byte, bool)
+	calls   int
+	fail    injectedFailure
 
 	// hookMu orders the changes that reach the hooks; taken before mu, never while
 	// holding it.
@@ -69,9 +76,12 @@ type injectedFailure struct {
 
 // New returns an empty inventory of an account.
 func New(accountID string) *EC2 {
-	return &EC2{AccountID: accountID, Region: "us-west-2", now: time.Now, instances: map[string]*InstanceRecord{},
+	e := &EC2{AccountID: accountID, Region: "us-west-2", now: time.Now, instances: map[string]*InstanceRecord{},
 		enis: map[string]*NetworkInterface{}, subnets: map[string]*subnetState{}, tokens: map[string]tokenUse{},
-		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler), releases: NewReleaseCatalog()}
+		dhcpDomains: map[string]string{}, hookLog: slog.New(slog.DiscardHandler), releases: NewReleaseCatalog(),
+		groups: map[string]*securityGroup{}, rules: map[string]*sgRule{}}
+	e.addDefaultGroup()
+	return e
 }
 
 // WithReleases makes DescribeImages list c's images (default NewReleaseCatalog()) and
@@ -128,6 +138,14 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"DescribeVpcs":                    e.describeVpcs,
 		"DescribeSecurityGroups":          e.describeSecurityGroups,
 		"DescribeSecurityGroupRules":      e.describeSecurityGroupRules,
+		"CreateSecurityGroup":             e.createSecurityGroupAction,
+		"DeleteSecurityGroup":             e.deleteSecurityGroupAction,
+		"AuthorizeSecurityGroupIngress":   e.ruleAction(false, true),
+		"AuthorizeSecurityGroupEgress":    e.ruleAction(true, true),
+		"RevokeSecurityGroupIngress":      e.ruleAction(false, false),
+		"RevokeSecurityGroupEgress":       e.ruleAction(true, false),
+		"DeleteTags":                      e.deleteTagsAction,
+		"GetConsoleOutput":                e.getConsoleOutput,
 		"DescribeImages":                  e.describeImages,
 		"DescribeTags":                    e.describeTags,
 	}

@@ -46,7 +46,7 @@ func (e *EC2) createNetworkInterface(req createENIRequest) (NetworkInterface, *p
 		return NetworkInterface{}, protocol.Errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", req.subnetID)
 	}
 	for _, g := range req.groups {
-		if g != DefaultSecurityGroupID {
+		if !e.groupExists(g) {
 			return NetworkInterface{}, protocol.Errorf(http.StatusBadRequest, "InvalidSecurityGroupID.NotFound", "The security group '%s' does not exist", g)
 		}
 	}
@@ -400,7 +400,7 @@ func (e *EC2) modifyNetworkInterface(req modifyENIRequest) *protocol.Error {
 	}
 	if req.setGroups {
 		for _, g := range req.groups {
-			if g != DefaultSecurityGroupID {
+			if !e.groupExists(g) {
 				return protocol.Errorf(http.StatusBadRequest, "InvalidSecurityGroupID.NotFound", "The security group '%s' does not exist", g)
 			}
 		}
@@ -409,33 +409,20 @@ func (e *EC2) modifyNetworkInterface(req modifyENIRequest) *protocol.Error {
 	return nil
 }
 
-// createTags tags network interfaces and subnets (the resources of this model).
+// createTags tags network interfaces, subnets, security groups and their rules.
 func (e *EC2) createTags(ids []string, tags map[string]string) *protocol.Error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var sets []map[string]string
 	for _, id := range ids {
-		switch {
-		case strings.HasPrefix(id, "eni-"):
-			if _, aerr := e.eni(id); aerr != nil {
-				return aerr
-			}
-		case strings.HasPrefix(id, "subnet-"):
-			if e.subnets[id] == nil {
-				return protocol.Errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
-			}
-		default:
-			return protocol.Errorf(http.StatusBadRequest, "InvalidID", "The ID '%s' is not valid", id)
+		set, aerr := e.taggable(id)
+		if aerr != nil {
+			return aerr
 		}
+		sets = append(sets, set)
 	}
-	for _, id := range ids {
-		if n := e.enis[id]; n != nil {
-			maps.Copy(n.Tags, tags)
-		} else if s := e.subnets[id]; s != nil {
-			if s.Tags == nil {
-				s.Tags = map[string]string{}
-			}
-			maps.Copy(s.Tags, tags)
-		}
+	for _, set := range sets {
+		maps.Copy(set, tags)
 	}
 	return nil
 }

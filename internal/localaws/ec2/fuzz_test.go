@@ -65,3 +65,41 @@ func FuzzDescribeVPCRequest(f *testing.F) {
 		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), e, body), form.Get("Action")+"Response", "Response")
 	})
 }
+
+// Arbitrary requests to the security group actions (the rule decoder above all) never
+// panic and always get one well-formed EC2 answer; whatever they did, every rule left
+// belongs to a group that exists.
+func FuzzSecurityGroupRequest(f *testing.F) {
+	for _, seed := range []string{
+		"Action=CreateSecurityGroup&GroupName=g&GroupDescription=d&VpcId=vpc-1&TagSpecification.1.ResourceType=security-group&TagSpecification.1.Tag.1.Key=k",
+		"Action=AuthorizeSecurityGroupIngress&GroupName=g&IpPermissions.1.IpProtocol=tcp&IpPermissions.1.FromPort=1&IpPermissions.1.ToPort=2&IpPermissions.1.IpRanges.1.CidrIp=10.0.0.0%2F8",
+		"Action=AuthorizeSecurityGroupEgress&GroupId=sg-00000000000000000&IpPermissions.1.IpProtocol=-1&IpPermissions.1.Groups.1.GroupName=g",
+		"Action=RevokeSecurityGroupIngress&GroupId=sg-00000000000000000&SecurityGroupRuleId.1=sgr-0",
+		"Action=AuthorizeSecurityGroupIngress&GroupName=default&CidrIp=1.2.3.4%2F32&IpProtocol=icmp&FromPort=-1",
+		"Action=DeleteSecurityGroup&GroupName=g",
+		"Action=DeleteTags&ResourceId.1=sg-00000000000000000&Tag.1.Key=k",
+		"Action=GetConsoleOutput&InstanceId=i-00000000000000001&Latest=true",
+	} {
+		f.Add([]byte(seed))
+	}
+	e := New(awstest.Account)
+	if err := e.Launch(ec2Instance(1, "nodes")); err != nil {
+		f.Fatal(err)
+	}
+	actions := []string{"CreateSecurityGroup", "DeleteSecurityGroup", "AuthorizeSecurityGroupIngress", "AuthorizeSecurityGroupEgress",
+		"RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress", "DeleteTags", "GetConsoleOutput"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		form, err := url.ParseQuery(string(body))
+		if err != nil || !slices.Contains(actions, form.Get("Action")) {
+			return
+		}
+		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), e, body), form.Get("Action")+"Response", "Response")
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, r := range e.rules {
+			if e.groups[r.groupID] == nil || r.peer() == "" {
+				t.Fatalf("rule %+v of no group or no peer", r)
+			}
+		}
+	})
+}

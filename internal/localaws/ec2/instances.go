@@ -37,6 +37,9 @@ type InstanceRecord struct {
 	nics []NetworkInterface
 	// Tags are the instance's tags (WithTags).
 	Tags map[string]string
+	// SecurityGroupIDs are the groups of the primary network interface
+	// (WithSecurityGroups); none for the VPC's default group.
+	SecurityGroupIDs []string
 }
 
 // LaunchOption sets what Instance does not describe on a launched instance.
@@ -104,17 +107,29 @@ func (e *EC2) Launch(inst Instance, opts ...LaunchOption) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, dup := e.instances[inst.ID]; dup {
-		return fmt.Errorf("instance %s is already launched", inst.ID)
+	if err := e.admitLaunch(rec); err != nil {
+		return err
+	}
+	e.instances[inst.ID] = rec
+	e.launchPrimaryInterface(rec)
+	return nil
+}
+
+// admitLaunch refuses an instance already launched, one in a security group that does
+// not exist, and one whose addresses are in use. Locked.
+func (e *EC2) admitLaunch(rec *InstanceRecord) error {
+	if _, dup := e.instances[rec.ID]; dup {
+		return fmt.Errorf("instance %s is already launched", rec.ID)
+	}
+	if err := e.checkLaunchGroups(rec.ID, rec.SecurityGroupIDs); err != nil {
+		return err
 	}
 	used := e.usedAddrs()
 	for _, a := range rec.privateIPv4s() {
 		if holder, taken := used[netip.MustParseAddr(a)]; taken {
-			return fmt.Errorf("instance %s: private IPv4 %s is in use by %s", inst.ID, a, holder)
+			return fmt.Errorf("instance %s: private IPv4 %s is in use by %s", rec.ID, a, holder)
 		}
 	}
-	e.instances[inst.ID] = rec
-	e.launchPrimaryInterface(rec)
 	return nil
 }
 
@@ -192,6 +207,7 @@ func (r *InstanceRecord) clone() *InstanceRecord {
 	c.SecondaryPrivateIPv4s = slices.Clone(r.SecondaryPrivateIPv4s)
 	c.nics = slices.Clone(r.nics)
 	c.Tags = maps.Clone(r.Tags)
+	c.SecurityGroupIDs = slices.Clone(r.SecurityGroupIDs)
 	return &c
 }
 

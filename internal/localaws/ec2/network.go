@@ -272,6 +272,9 @@ func (e *EC2) newMAC() string {
 func (e *EC2) launchPrimaryInterface(r *InstanceRecord) {
 	suffix := strings.TrimPrefix(r.ID, "i-")
 	groups := []string{DefaultSecurityGroupID}
+	if len(r.SecurityGroupIDs) > 0 {
+		groups = slices.Clone(r.SecurityGroupIDs)
+	}
 	n := &NetworkInterface{
 		ID: "eni-" + suffix, SubnetID: r.SubnetID, VPCID: r.VPCID, AvailabilityZone: r.AvailabilityZone,
 		OwnerID: r.AccountID, MAC: r.MAC, InterfaceType: "interface", Status: "in-use",

@@ -1,7 +1,10 @@
-// Package iam is the local AWS's IAM: instance profiles and their roles, answered on
-// the Query protocol (GetInstanceProfile, GetRole), and each role's trust policy (which
-// STS evaluates for AssumeRole). Of the local AWS it imports the wire layer (protocol)
-// only; the roles of running instances come through RoleHolders.
+// Package iam is the local AWS's IAM on the Query protocol: roles (CreateRole, GetRole,
+// DeleteRole, their trust policies, tags, attached managed and inline policies),
+// instance profiles (created, or named after the roles of running instances), and
+// customer managed policies. STS evaluates a role's trust policy for AssumeRole (TrustPolicy)
+// and Auto Scaling resolves a launch's instance profile to its role
+// (InstanceProfileRole). Of the local AWS it imports the wire layer (protocol) only; the
+// roles of running instances come through RoleHolders.
 package iam
 
 import (
@@ -9,10 +12,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,27 +22,54 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 )
 
-// IAM answers IAM GetInstanceProfile and GetRole (Query protocol) for the account's
-// instance profiles and roles: a profile named after each role of the EC2 inventory's
-// instances (as instances' iamInstanceProfile ARNs name them), and those added with
-// AddInstanceProfile. Requests must carry a SigV4 Authorization header, not checked
-// further. Safe for concurrent use.
+// IAM is the account's IAM and its endpoint. ServeHTTP answers the actions of its
+// table (Query protocol). Requests must carry a SigV4 Authorization header, not checked
+// further (the edge verifies signatures). Safe for concurrent use.
 //
-// A role exists while an instance or a profile names it. As in AWS, it has a unique ID
-// (RoleId, AROA…) drawn at random when it is created, here when it is first looked up;
-// DeleteRole deletes it, so that the next use of the name creates a new role with a new
-// ID, as deleting and re-creating a role under the same ARN does in AWS.
+// A role exists when CreateRole made it, or while an instance or an instance profile
+// names it (the roles the sandbox gives instances are not created through the API). As
+// in AWS, a role has a unique ID (RoleId, AROA…) drawn at random when it is created (for
+// an implicit role, when it is first looked up); DeleteRole forgets it, so that the next
+// use of the name has a new ID, as deleting and re-creating a role under the same ARN does
+// in AWS. An instance profile exists when CreateInstanceProfile or AddInstanceProfile
+// made it, or, named after the role, while an instance has that role.
 type IAM struct {
 	AccountID string
 	instances RoleHolders
+	now       func() time.Time
 
 	service *protocol.Service
 
 	mu       sync.Mutex
-	profiles map[string]string // profile name → role, "" for none
-	roleIDs  map[string]string // role name → unique ID
-	trust    map[string]string // role name → trust policy set with SetTrustPolicy
+	roles    map[string]*role    // by name: created roles, and implicit ones with an ID or data
+	profiles map[string]*profile // by name: created or registered profiles
+	policies map[string]*policy  // customer managed policies, by ARN
 	calls    int
+}
+
+// role is what IAM records of a role.
+type role struct {
+	name, path, id, description string
+	maxSession                  int64
+	// boundary is the permissions boundary policy's ARN, "" for none.
+	boundary string
+	// trust is the trust policy document; "" for DefaultTrustPolicy.
+	trust string
+	// created is set for a role made with CreateRole; zero for an implicit one.
+	created time.Time
+	tags    tagList
+	// managed are the attached managed policies' ARNs, in attachment order.
+	managed []string
+	// inline are the inline policies' documents, by name.
+	inline map[string]string
+}
+
+// profile is an instance profile made with CreateInstanceProfile or AddInstanceProfile.
+type profile struct {
+	name, path string
+	role       string // "" for none
+	created    time.Time
+	tags       tagList
 }
 
 // RoleHolders tells whether an instance has a role: EC2's inventory.
@@ -51,19 +79,47 @@ type RoleHolders interface {
 
 // New returns the IAM endpoint of an account; instances may be nil.
 func New(accountID string, instances RoleHolders) *IAM {
-	i := &IAM{AccountID: accountID, instances: instances, profiles: map[string]string{}, roleIDs: map[string]string{}, trust: map[string]string{}}
+	i := &IAM{AccountID: accountID, instances: instances, now: time.Now,
+		roles: map[string]*role{}, profiles: map[string]*profile{}, policies: map[string]*policy{}}
 	i.service = &protocol.Service{
 		Dialect: protocol.Query, WriteError: protocol.QueryErrorWriter(xmlns), Wrap: protocol.QueryWrap(xmlns), Admit: i.admit,
 		Unsigned: &protocol.Error{Status: http.StatusForbidden, Code: "MissingAuthenticationToken", Message: "Request is missing Authentication Token"},
-		Actions: map[string]protocol.Handler{
-			"GetInstanceProfile": i.getInstanceProfile,
-			"GetRole":            i.getRole,
-		},
+		Actions:  i.actions(),
 		UnknownAction: func(r *protocol.Request) *protocol.Error {
 			return protocol.Errorf(http.StatusBadRequest, "InvalidAction", "Could not find operation %s for version %s", r.Action, r.Form.Get("Version"))
 		},
 	}
 	return i
+}
+
+// actions is IAM's table: each action's handler.
+func (i *IAM) actions() map[string]protocol.Handler {
+	return map[string]protocol.Handler{
+		"CreateRole":                    i.createRole,
+		"GetRole":                       i.getRole,
+		"DeleteRole":                    i.deleteRole,
+		"UpdateRole":                    i.updateRole,
+		"UpdateAssumeRolePolicy":        i.updateAssumeRolePolicy,
+		"TagRole":                       i.tagRole,
+		"UntagRole":                     i.untagRole,
+		"ListRoleTags":                  i.listRoleTags,
+		"CreateInstanceProfile":         i.createInstanceProfile,
+		"GetInstanceProfile":            i.getInstanceProfile,
+		"DeleteInstanceProfile":         i.deleteInstanceProfile,
+		"AddRoleToInstanceProfile":      i.addRoleToInstanceProfile,
+		"RemoveRoleFromInstanceProfile": i.removeRoleFromInstanceProfile,
+		"ListInstanceProfilesForRole":   i.listInstanceProfilesForRole,
+		"AttachRolePolicy":              i.attachRolePolicy,
+		"DetachRolePolicy":              i.detachRolePolicy,
+		"ListAttachedRolePolicies":      i.listAttachedRolePolicies,
+		"PutRolePolicy":                 i.putRolePolicy,
+		"GetRolePolicy":                 i.getRolePolicy,
+		"DeleteRolePolicy":              i.deleteRolePolicy,
+		"ListRolePolicies":              i.listRolePolicies,
+		"CreatePolicy":                  i.createPolicy,
+		"GetPolicy":                     i.getPolicy,
+		"DeletePolicy":                  i.deletePolicy,
+	}
 }
 
 func (i *IAM) admit(*protocol.Request) *protocol.Error {
@@ -76,64 +132,6 @@ func (i *IAM) admit(*protocol.Request) *protocol.Error {
 // ServeHTTP answers the actions of IAM's table.
 func (i *IAM) ServeHTTP(w http.ResponseWriter, r *http.Request) { i.service.ServeHTTP(w, r) }
 
-// hasRole tells whether an instance has the role.
-func (i *IAM) hasRole(role string) bool {
-	return i.instances != nil && i.instances.HasRole(role)
-}
-
-// RoleID returns the unique ID of a role, creating the role when the name is in use
-// but has no ID yet; false when no instance or profile names the role.
-func (i *IAM) RoleID(role string) (string, bool) {
-	if !i.roleExists(role) {
-		return "", false
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if id, ok := i.roleIDs[role]; ok {
-		return id, true
-	}
-	suffix, err := randomString(17)
-	if err != nil {
-		return "", false
-	}
-	id := "AROA" + suffix
-	i.roleIDs[role] = id
-	return id, true
-}
-
-// DeleteRole deletes a role: its unique ID is forgotten, credentials issued for it stop
-// working (STS refuses them), and the name's next use creates a new role with a new ID.
-func (i *IAM) DeleteRole(role string) {
-	i.mu.Lock()
-	delete(i.roleIDs, role)
-	i.mu.Unlock()
-}
-
-func (i *IAM) roleExists(role string) bool {
-	i.mu.Lock()
-	for _, r := range i.profiles {
-		if r == role && role != "" {
-			i.mu.Unlock()
-			return true
-		}
-	}
-	i.mu.Unlock()
-	return role != "" && i.hasRole(role)
-}
-
-var iamNameRE = regexp.MustCompile(`^[\w+=,.@-]{1,128}$`)
-
-// AddInstanceProfile registers an instance profile holding a role ("" for none).
-func (i *IAM) AddInstanceProfile(name, role string) error {
-	if !iamNameRE.MatchString(name) || role != "" && !iamNameRE.MatchString(role) {
-		return fmt.Errorf("instance profile %q or role %q is not a valid IAM name", name, role)
-	}
-	i.mu.Lock()
-	i.profiles[name] = role
-	i.mu.Unlock()
-	return nil
-}
-
 // Calls counts the authenticated requests received.
 func (i *IAM) Calls() int {
 	i.mu.Lock()
@@ -141,138 +139,140 @@ func (i *IAM) Calls() int {
 	return i.calls
 }
 
-func (i *IAM) profile(name string) (role string, ok bool) {
+// hasRole tells whether an instance has the role. It is asked before i.mu is taken:
+// EC2's inventory has its own lock.
+func (i *IAM) hasRole(role string) bool {
+	return role != "" && i.instances != nil && i.instances.HasRole(role)
+}
+
+// existsLocked tells whether a role exists; held is hasRole(name). Locked.
+func (i *IAM) existsLocked(name string, held bool) bool {
+	if name == "" {
+		return false
+	}
+	if r := i.roles[name]; r != nil && !r.created.IsZero() || held {
+		return true
+	}
+	for _, p := range i.profiles {
+		if p.role == name {
+			return true
+		}
+	}
+	return false
+}
+
+// record returns the record of a role that exists, adding one for an implicit role,
+// with its unique ID drawn. Locked.
+func (i *IAM) record(name string) *role {
+	r := i.roles[name]
+	if r == nil {
+		r = &role{name: name, path: "/", inline: map[string]string{}}
+		i.roles[name] = r
+	}
+	if r.id == "" {
+		r.id = "AROA" + randomString(17)
+	}
+	return r
+}
+
+// RoleID returns the unique ID of a role, drawing it when the role has none yet; false
+// when the role does not exist.
+func (i *IAM) RoleID(name string) (string, bool) {
+	held := i.hasRole(name)
 	i.mu.Lock()
-	role, ok = i.profiles[name]
+	defer i.mu.Unlock()
+	if !i.existsLocked(name, held) {
+		return "", false
+	}
+	return i.record(name).id, true
+}
+
+// DeleteRole makes a role as if deleted and re-created under the same name: its unique
+// ID is forgotten, credentials issued for it stop working (STS refuses them), and the
+// name's next use has a new ID.
+func (i *IAM) DeleteRole(name string) {
+	i.mu.Lock()
+	if r := i.roles[name]; r != nil {
+		r.id = ""
+	}
 	i.mu.Unlock()
-	if ok {
-		return role, true
+}
+
+// nameRE is the pattern of IAM's names.
+var nameRE = regexp.MustCompile(`^[\w+=,.@-]+$`)
+
+// AddInstanceProfile registers an instance profile holding a role ("" for none), as if
+// created with CreateInstanceProfile and AddRoleToInstanceProfile.
+func (i *IAM) AddInstanceProfile(name, role string) error {
+	if checkName("instanceProfileName", name, 128) != nil || role != "" && checkName("roleName", role, 64) != nil {
+		return fmt.Errorf("instance profile %q or role %q is not a valid IAM name", name, role)
 	}
-	if i.hasRole(name) {
-		return name, true
+	i.mu.Lock()
+	i.profiles[name] = &profile{name: name, path: "/", role: role, created: i.now().UTC()}
+	i.mu.Unlock()
+	return nil
+}
+
+// profileRole returns the role of an instance profile ("" for none); false when the
+// account has no such profile.
+func (i *IAM) profileRole(name string) (string, bool) {
+	held := i.hasRole(name)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if p := i.profiles[name]; p != nil {
+		return p.role, true
 	}
-	return "", false
+	return name, held
 }
 
-const xmlns = "https://iam.amazonaws.com/doc/2010-05-08/"
-
-type roleXML struct {
-	Path                     string `xml:"Path"`
-	RoleName                 string `xml:"RoleName"`
-	RoleID                   string `xml:"RoleId"`
-	ARN                      string `xml:"Arn"`
-	CreateDate               string `xml:"CreateDate"`
-	AssumeRolePolicyDocument string `xml:"AssumeRolePolicyDocument"`
-}
-
-type instanceProfileResult struct {
-	XMLName         xml.Name `xml:"GetInstanceProfileResult"`
-	InstanceProfile struct {
-		InstanceProfileID string `xml:"InstanceProfileId"`
-		Roles             struct {
-			Members []roleXML `xml:"member"`
-		} `xml:"Roles"`
-		InstanceProfileName string `xml:"InstanceProfileName"`
-		Path                string `xml:"Path"`
-		ARN                 string `xml:"Arn"`
-		CreateDate          string `xml:"CreateDate"`
-	} `xml:"InstanceProfile"`
-}
-
-// DefaultTrustPolicy is a role's trust policy unless SetTrustPolicy says otherwise: EC2
-// may assume it (it is an instance role), and so may the account's administrators, as
-// a trust policy naming the account's root allows on AWS.
+// DefaultTrustPolicy is a role's trust policy unless CreateRole or SetTrustPolicy gave
+// one: EC2 may assume it (it is an instance role), and so may the account's
+// administrators, as a trust policy naming the account's root allows on AWS.
 func DefaultTrustPolicy(account string) string {
 	return `{"Version":"2012-10-17","Statement":[` +
 		`{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"},` +
 		`{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::` + account + `:root"},"Action":"sts:AssumeRole"}]}`
 }
 
-// TrustPolicy returns a role's trust policy document (JSON); false when the role does
-// not exist.
-func (i *IAM) TrustPolicy(role string) (string, bool) {
-	if !i.roleExists(role) {
-		return "", false
-	}
+// TrustPolicy returns a role's trust policy document (JSON), the one STS's AssumeRole
+// checks; false when the role does not exist.
+func (i *IAM) TrustPolicy(name string) (string, bool) {
+	held := i.hasRole(name)
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if doc, ok := i.trust[role]; ok {
-		return doc, true
+	if !i.existsLocked(name, held) {
+		return "", false
 	}
-	return DefaultTrustPolicy(i.AccountID), true
+	return i.trustLocked(name), true
+}
+
+// trustLocked is the trust policy of a role that exists. Locked.
+func (i *IAM) trustLocked(name string) string {
+	if r := i.roles[name]; r != nil && r.trust != "" {
+		return r.trust
+	}
+	return DefaultTrustPolicy(i.AccountID)
 }
 
 // SetTrustPolicy replaces a role's trust policy with a JSON document.
-func (i *IAM) SetTrustPolicy(role, doc string) error {
+func (i *IAM) SetTrustPolicy(name, doc string) error {
 	if !json.Valid([]byte(doc)) {
-		return fmt.Errorf("the trust policy of role %s is not a JSON document", role)
+		return fmt.Errorf("the trust policy of role %s is not a JSON document", name)
 	}
 	i.mu.Lock()
-	i.trust[role] = doc
+	r := i.roles[name]
+	if r == nil {
+		r = &role{name: name, path: "/", inline: map[string]string{}}
+		i.roles[name] = r
+	}
+	r.trust = doc
 	i.mu.Unlock()
 	return nil
 }
 
-// createDate is when the local account's IAM entities were created.
-var createDate = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
-
-type roleResult struct {
-	XMLName xml.Name `xml:"GetRoleResult"`
-	Role    roleXML  `xml:"Role"`
-}
-
-// roleXML describes a role that exists.
-func (i *IAM) role(name, id string) roleXML {
-	policy, _ := i.TrustPolicy(name)
-	return roleXML{
-		Path: "/", RoleName: name, RoleID: id, ARN: fmt.Sprintf("arn:aws:iam::%s:role/%s", i.AccountID, name),
-		CreateDate: createDate, AssumeRolePolicyDocument: url.QueryEscape(policy),
-	}
-}
-
-func (i *IAM) getInstanceProfile(r *protocol.Request) (any, *protocol.Error) {
-	name, _ := r.Params.Str("InstanceProfileName")
-	if err := checkName("instanceProfileName", name); err != nil {
-		return nil, err
-	}
-	role, found := i.profile(name)
-	if !found {
-		return nil, protocol.Errorf(http.StatusNotFound, "NoSuchEntity", "Instance Profile %s cannot be found.", name)
-	}
-	var out instanceProfileResult
-	p := &out.InstanceProfile
-	p.InstanceProfileID, p.InstanceProfileName, p.Path = InstanceProfileID(name), name, "/"
-	p.ARN, p.CreateDate = InstanceProfileARN(i.AccountID, name), createDate
-	if id, ok := i.RoleID(role); ok {
-		p.Roles.Members = []roleXML{i.role(role, id)}
-	}
-	return out, nil
-}
-
-func (i *IAM) getRole(r *protocol.Request) (any, *protocol.Error) {
-	name, _ := r.Params.Str("RoleName")
-	if err := checkName("roleName", name); err != nil {
-		return nil, err
-	}
-	id, ok := i.RoleID(name)
-	if !ok {
-		return nil, protocol.Errorf(http.StatusNotFound, "NoSuchEntity", "The role with name %s cannot be found.", name)
-	}
-	return roleResult{Role: i.role(name, id)}, nil
-}
-
-// checkName refuses a name IAM's pattern does not allow, with IAM's ValidationError
-// naming the parameter.
-func checkName(param, name string) *protocol.Error {
-	if iamNameRE.MatchString(name) {
-		return nil
-	}
-	return protocol.ValidationError("1 validation error detected: Value '%s' at '%s' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]+", name, param)
-}
-
 // InstanceProfileRole returns the role of an instance profile named by name or ARN
-// (arn:aws:iam::ACCOUNT:instance-profile/NAME), as a launch resolves it; false for a
-// profile the account does not have.
+// (arn:aws:iam::ACCOUNT:instance-profile/PATH/NAME), as a launch resolves it; false for
+// a profile the account does not have.
 func (i *IAM) InstanceProfileRole(nameOrARN string) (string, bool) {
 	name := nameOrARN
 	if strings.HasPrefix(nameOrARN, "arn:") {
@@ -282,24 +282,29 @@ func (i *IAM) InstanceProfileRole(nameOrARN string) (string, bool) {
 		}
 		name = after[strings.LastIndex(after, "/")+1:]
 	}
-	return i.profile(name)
+	return i.profileRole(name)
 }
 
-// InstanceProfileARN is the ARN of an account's instance profile.
+// InstanceProfileARN is the ARN of an account's instance profile on path /.
 func InstanceProfileARN(account, name string) string {
 	return fmt.Sprintf("arn:aws:iam::%s:instance-profile/%s", account, name)
 }
 
-// InstanceProfileID is the unique ID of an instance profile.
+// InstanceProfileID is the unique ID of an instance profile: derived from its name, so
+// that EC2 (which describes instances' profiles) and IAM agree on it.
 func InstanceProfileID(name string) string {
 	sum := sha256.Sum256([]byte("instance-profile/" + name))
 	return "AIPA" + strings.ToUpper(hex.EncodeToString(sum[:]))[:17]
 }
 
-func randomString(n int) (string, error) {
+// arn is an IAM ARN of the account: kind role, instance-profile or policy, on a path.
+func (i *IAM) arn(kind, path, name string) string {
+	return fmt.Sprintf("arn:aws:iam::%s:%s%s%s", i.AccountID, kind, path, name)
+}
+
+// randomString returns n random upper-case hexadecimal digits.
+func randomString(n int) string {
 	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return strings.ToUpper(hex.EncodeToString(b)[:n]), nil
+	_, _ = rand.Read(b)
+	return strings.ToUpper(hex.EncodeToString(b)[:n])
 }

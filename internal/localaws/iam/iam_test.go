@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -146,19 +147,22 @@ func TestIAMErrorDocuments(t *testing.T) {
 	}
 }
 
-// Arbitrary request bodies never panic GetInstanceProfile and always get one well-formed
-// IAM answer.
+// Arbitrary request bodies never panic IAM and always get one well-formed answer: the
+// action's, or an error document.
 func FuzzIAMRequest(f *testing.F) {
 	for _, seed := range []string{
 		"Action=GetInstanceProfile&InstanceProfileName=nodes&Version=2010-05-08",
 		"Action=GetInstanceProfile&InstanceProfileName=%3Cx%3E&Version=2010-05-08",
 		"Action=GetRole",
+		"Action=CreateRole&RoleName=r&AssumeRolePolicyDocument=%7B%7D&Version=2010-05-08",
+		"Action=AddRoleToInstanceProfile&RoleName=nodes&InstanceProfileName=nodes",
 		"%zz",
 	} {
 		f.Add([]byte(seed))
 	}
 	i := New(awstest.Account, instanceRoles{"nodes"})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), i, body), "GetInstanceProfileResponse", "ErrorResponse")
+		form, _ := url.ParseQuery(string(body))
+		awstest.CheckQueryAnswer(t, awstest.FuzzRequest(t.Context(), i, body), form.Get("Action")+"Response", "ErrorResponse")
 	})
 }
