@@ -15,8 +15,8 @@ import (
 	localec2 "github.com/nodejoin/nodejoin/internal/localaws/ec2"
 )
 
-// describeGroup returns a group as DescribeSecurityGroups shows it.
-func describeGroup(t *testing.T, cl Clients, id string) ec2types.SecurityGroup {
+// describeSG returns a group as DescribeSecurityGroups shows it.
+func describeSG(t *testing.T, cl Clients, id string) ec2types.SecurityGroup {
 	t.Helper()
 	out, err := cl.EC2.DescribeSecurityGroups(t.Context(), &ec2.DescribeSecurityGroupsInput{GroupIds: []string{id}})
 	if err != nil || len(out.SecurityGroups) != 1 {
@@ -65,7 +65,7 @@ func TestEC2TypesMakeWhatEC2Shows(t *testing.T) {
 	if !strings.HasPrefix(group.PhysicalID, "sg-") || group.Attributes["GroupId"] != group.PhysicalID || group.Attributes["VpcId"] != localec2.DefaultVPCID {
 		t.Fatalf("group = %+v", group)
 	}
-	g := describeGroup(t, cloud.cl, group.PhysicalID)
+	g := describeSG(t, cloud.cl, group.PhysicalID)
 	if !strings.HasPrefix(aws.ToString(g.GroupName), "demo-NodeSecurityGroup-") || len(g.Tags) != 4 {
 		t.Errorf("group = %+v (want a generated name and Name, team and CloudFormation's tags)", g)
 	}
@@ -93,7 +93,7 @@ func TestEC2TypesMakeWhatEC2Shows(t *testing.T) {
 	if _, err := types["AWS::EC2::SecurityGroup"].Update(ctx, svcCall("AWS::EC2::SecurityGroup", "NodeSecurityGroup", newProps), group, sgProps); err != nil {
 		t.Fatal(err)
 	}
-	g = describeGroup(t, cloud.cl, group.PhysicalID)
+	g = describeSG(t, cloud.cl, group.PhysicalID)
 	if got := permissionKeys(g.IpPermissions); !slices.Equal(got, []string{"-1:*-*:" + localec2.DefaultSecurityGroupID, "tcp:10250-10250:10.0.0.0/16"}) {
 		t.Errorf("ingress after update = %v", got)
 	}

@@ -235,3 +235,27 @@ func (b *testBackend) DeleteAccessEntry(_ context.Context, cluster, principal st
 	delete(b.entries, principal)
 	return nil
 }
+
+// The access-policy calls: as in EKS, only STANDARD entries take policies; the test
+// entries keep none, since the tests here assert what CloudFormation asks of EKS.
+
+func (b *testBackend) UpdateAccessEntry(_ context.Context, _, principalARN string, _ *eksapi.UpdateAccessEntryRequest) (eksapi.AccessEntry, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.entries[principalARN], nil
+}
+
+func (b *testBackend) AssociateAccessPolicy(_ context.Context, _, principalARN string, in *eksapi.AssociateAccessPolicyRequest) (eksapi.AssociatedAccessPolicy, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.entries[principalARN].Type != "STANDARD" {
+		return eksapi.AssociatedAccessPolicy{}, eksapi.InvalidParameter("The access entry of %s is of type %s; only STANDARD entries take access policies", principalARN, b.entries[principalARN].Type)
+	}
+	return eksapi.AssociatedAccessPolicy{PolicyArn: in.PolicyArn}, nil
+}
+
+func (b *testBackend) DisassociateAccessPolicy(context.Context, string, string, string) error { return nil }
+
+func (b *testBackend) ListAssociatedAccessPolicies(context.Context, string, string) ([]eksapi.AssociatedAccessPolicy, error) {
+	return nil, nil
+}

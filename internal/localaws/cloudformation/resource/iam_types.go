@@ -7,12 +7,10 @@ package resource
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,17 +120,11 @@ func (p svcProps) tags() map[string]string {
 	return out
 }
 
-const nameAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
 // svcName is the name CloudFormation gives a resource whose template names none:
 // <stack>-<logical ID>-<12 random upper-case letters and digits>, the first two cut so
 // that the whole fits max characters.
 func svcName(c *Call, limit int) string {
-	suffix := make([]byte, 12)
-	for k := range suffix {
-		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nameAlphabet))))
-		suffix[k] = nameAlphabet[n.Int64()]
-	}
+	suffix := physicalSuffix(12)
 	prefix := c.StackName + "-" + c.LogicalID
 	if room := limit - len(suffix) - 1; len(prefix) > room {
 		prefix = prefix[:room]
