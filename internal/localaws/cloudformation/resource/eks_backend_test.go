@@ -254,7 +254,9 @@ func (b *testBackend) AssociateAccessPolicy(_ context.Context, _, principalARN s
 	return eksapi.AssociatedAccessPolicy{PolicyArn: in.PolicyArn}, nil
 }
 
-func (b *testBackend) DisassociateAccessPolicy(context.Context, string, string, string) error { return nil }
+func (b *testBackend) DisassociateAccessPolicy(context.Context, string, string, string) error {
+	return nil
+}
 
 func (b *testBackend) ListAssociatedAccessPolicies(context.Context, string, string) ([]eksapi.AssociatedAccessPolicy, error) {
 	return nil, nil

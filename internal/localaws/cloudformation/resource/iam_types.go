@@ -129,7 +129,7 @@ func svcName(c *Call, limit int) string {
 	if room := limit - len(suffix) - 1; len(prefix) > room {
 		prefix = prefix[:room]
 	}
-	return prefix + "-" + string(suffix)
+	return prefix + "-" + suffix
 }
 
 // svcError is a service's refusal as CloudFormation's resource handlers report it: the
