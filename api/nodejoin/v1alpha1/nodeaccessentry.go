@@ -1,7 +1,9 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
 	_ "embed" // the CRD manifest
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -195,4 +197,31 @@ func CanonicalPrincipalARN(arn string) string {
 		}
 	}
 	return arn
+}
+
+// EntryName is the object name of the entry of a principal, as the local EKS and the
+// sandbox name the entries they make: the role's or user's name, lowercased and cut to
+// what an object name may hold, with a hash of the whole ARN (an ARN is no object
+// name, and names differing in case or path must not collide).
+func EntryName(principalARN string) string {
+	sum := sha256.Sum256([]byte(principalARN))
+	canonical := CanonicalPrincipalARN(principalARN)
+	name := canonical[strings.LastIndex(canonical, "/")+1:]
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, name)
+	base = strings.Trim(base, "-")
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-")
+	}
+	if base == "" {
+		base = "role"
+	}
+	return "eks-" + base + "-" + hex.EncodeToString(sum[:])[:10]
 }

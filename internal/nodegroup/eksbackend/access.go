@@ -3,8 +3,6 @@ package eksbackend
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,29 +21,9 @@ import (
 // with kubectl under any name are found too.
 const accessEntryTagsAnnotation = TagsAnnotation
 
-// AccessEntryName is the object name the local EKS gives the entry of a principal:
-// the role's name, lowercased and cut to what a name may hold, with a hash of the
-// whole ARN.
-func AccessEntryName(arn string) string {
-	sum := sha256.Sum256([]byte(arn))
-	base := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r - 'A' + 'a'
-		}
-		return '-'
-	}, principalName(arn))
-	base = strings.Trim(base, "-")
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-")
-	}
-	if base == "" {
-		base = "role"
-	}
-	return "eks-" + base + "-" + hex.EncodeToString(sum[:])[:10]
-}
+// AccessEntryName is the object name the local EKS gives the entry of a principal
+// (v1alpha1.EntryName).
+func AccessEntryName(arn string) string { return v1alpha1.EntryName(arn) }
 
 // principalName is the name of an IAM role or user ARN, without its path.
 func principalName(arn string) string {

@@ -165,6 +165,23 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			}
 		}
 	}
+	// An instance's console is what its nodeadm printed, as a real instance's serial
+	// console shows its boot: EC2 GetConsoleOutput, from which CloudFormation reads a
+	// node's own reason for a failed join.
+	instancesDir := filepath.Join(cl.StateDir(), "instances")
+	c.cloud.EC2.SetConsoleSource(func(id string) ([]byte, bool) {
+		recs, err := instance.ReadRecords(instancesDir)
+		if err != nil {
+			return nil, false
+		}
+		for _, r := range recs {
+			if r.ID == id {
+				b, err := os.ReadFile(filepath.Join(r.Dir, instance.NodeadmLog))
+				return b, err == nil
+			}
+		}
+		return nil, false
+	})
 	if cfg.Launcher != nil {
 		c.cloud.AutoScaling.SetLauncher(cfg.Launcher)
 	}

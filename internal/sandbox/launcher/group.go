@@ -81,7 +81,7 @@ func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
 	if lr.roles[role] {
 		return nil
 	}
-	if err := ensureAccessEntry(ctx, lr.dyn, role, lr.prov.RoleARN(role)); err != nil {
+	if err := ensureAccessEntry(ctx, lr.dyn, lr.prov.RoleARN(role)); err != nil {
 		return err
 	}
 	lr.roles[role] = true

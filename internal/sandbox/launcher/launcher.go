@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		cluster: cluster, hostEndpoint: c.Endpoint()}
 	switch lr.identity {
 	case instance.IdentityAWSIAM:
-		if err := ensureAccessEntry(ctx, dyn, NodeRole(c.Name()), prov.RoleARN(NodeRole(c.Name()))); err != nil {
+		if err := ensureAccessEntry(ctx, dyn, prov.RoleARN(NodeRole(c.Name()))); err != nil {
 			return nil, errors.Join(err, prov.Close(ctx))
 		}
 	case instance.IdentityBootstrapToken:
@@ -167,15 +167,27 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 }
 
 // ensureAccessEntry maps an instance role to the node identity, as an EKS access entry
-// of type EC2_LINUX does, in the NodeAccessEntry name.
-func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, name, roleARN string) error {
+// of type EC2_LINUX does, unless an entry of the role exists under any name; a new one
+// is named as the local EKS names entries (v1alpha1.EntryName).
+func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, roleARN string) error {
+	entries := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource)
+	list, err := entries.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the NodeAccessEntries: %w", err)
+	}
+	want := nodejoinv1alpha1.CanonicalPrincipalARN(roleARN)
+	for _, e := range list.Items {
+		if arn, _, _ := unstructured.NestedString(e.Object, "spec", "principalARN"); nodejoinv1alpha1.CanonicalPrincipalARN(arn) == want {
+			return nil
+		}
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": nodejoinv1alpha1.APIVersion,
 		"kind":       "NodeAccessEntry",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   map[string]any{"name": nodejoinv1alpha1.EntryName(roleARN)},
 		"spec":       map[string]any{"principalARN": roleARN, "type": string(nodejoinv1alpha1.AccessEntryEC2Linux)},
 	}}
-	_, err := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource).Create(ctx, u, metav1.CreateOptions{})
+	_, err = entries.Create(ctx, u, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the NodeAccessEntry for %s: %w", roleARN, err)
 	}
