@@ -503,3 +503,22 @@ func FuzzEC2Request(f *testing.F) {
 		}
 	})
 }
+
+// A role is held while an instance that has it runs; once the instance terminated,
+// IAM may delete the role (as CloudFormation does when it deletes a node group's stack).
+func TestHasRoleEndsWithTheInstance(t *testing.T) {
+	e := New("111122223333")
+	inst := ec2Instance(7, "stack-NodeInstanceRole-ABC")
+	if err := e.Launch(inst); err != nil {
+		t.Fatal(err)
+	}
+	if !e.HasRole("stack-NodeInstanceRole-ABC") {
+		t.Fatal("a running instance's role is not held")
+	}
+	if err := e.SetState(inst.ID, "terminated"); err != nil {
+		t.Fatal(err)
+	}
+	if e.HasRole("stack-NodeInstanceRole-ABC") {
+		t.Error("a terminated instance still holds its role")
+	}
+}

@@ -184,7 +184,7 @@ func (e *EC2) Instances() []InstanceRecord {
 	return out
 }
 
-// HasRole tells whether any instance has the role; false on a nil EC2.
+// HasRole tells whether any instance not terminated has the role; false on a nil EC2.
 func (e *EC2) HasRole(role string) bool {
 	if e == nil {
 		return false
@@ -192,7 +192,8 @@ func (e *EC2) HasRole(role string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, rec := range e.instances {
-		if rec.Role == role {
+		// A terminated instance holds its role no more: the role can then be deleted.
+		if rec.Role == role && rec.State != "terminated" {
 			return true
 		}
 	}
