@@ -456,6 +456,10 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		if err := ni.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 			return fmt.Errorf("setting up the node initializer: %w", err)
 		}
+		nl := &cloudnode.Lifecycle{Client: client, Inventory: cfg.Nodes, Log: cfg.Log, Recorder: rec}
+		if err := nl.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the node lifecycle controller: %w", err)
+		}
 	}
 	if cfg.AccessPolicies {
 		ap := &rbac.AccessPolicyController{Client: client, Reader: mgr.GetClient(), FieldManager: Component, Log: cfg.Log.With("part", "access-policies")}
