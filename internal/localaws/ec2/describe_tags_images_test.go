@@ -1,6 +1,7 @@
 package ec2
 
 import (
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +167,31 @@ func TestDescribeActionsRefuseUnknownParameters(t *testing.T) {
 		if status != 400 || !strings.Contains(body, "<Code>UnknownParameter</Code>") {
 			t.Errorf("%s: got %d %s", form, status, body)
 		}
+	}
+}
+
+// DescribeInstanceTypeOfferings, as eksctl asks it: a type in the region's zones.
+func TestDescribeInstanceTypeOfferings(t *testing.T) {
+	e := New("111122223333")
+	e.Region = "us-west-2"
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	c := ec2.NewFromConfig(awstest.SDKConfig(), func(o *ec2.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	out, err := c.DescribeInstanceTypeOfferings(t.Context(), &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone,
+		Filters:      []ec2types.Filter{{Name: aws.String("instance-type"), Values: []string{"m5.large"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out.InstanceTypeOfferings {
+		got = append(got, string(o.InstanceType)+"@"+aws.ToString(o.Location))
+	}
+	if want := []string{"m5.large@us-west-2a", "m5.large@us-west-2b", "m5.large@us-west-2c"}; !slices.Equal(got, want) {
+		t.Errorf("offerings %v, want %v", got, want)
+	}
+	if _, err := c.DescribeInstanceTypeOfferings(t.Context(), &ec2.DescribeInstanceTypeOfferingsInput{LocationType: "moon"}); err == nil {
+		t.Error("a location type that does not exist was taken")
 	}
 }

@@ -133,6 +133,7 @@ func (e *EC2) actions() map[string]protocol.Handler {
 		"CreateTags":                      e.createTagsAction,
 		"DescribeSubnets":                 e.describeSubnets,
 		"DescribeInstanceTypes":           e.describeInstanceTypes,
+		"DescribeInstanceTypeOfferings":   e.describeInstanceTypeOfferings,
 		"DescribeDhcpOptions":             e.describeDhcpOptions,
 		"DescribeAvailabilityZones":       e.describeAvailabilityZones,
 		"DescribeVpcs":                    e.describeVpcs,
