@@ -44,11 +44,28 @@ func (e *staticEnv) Each(fn func(string, expand.Variable) bool) {
 	}
 }
 
+// scriptCalls is what nodeadm reads in a shell script: its bootstrap.sh call (nil for
+// none), its cfn-signal calls and the findings about them.
+type scriptCalls struct {
+	bootstrap *BootstrapCall
+	signals   []*Signal
+	findings  []Finding
+}
+
 // findBootstrapCall parses a shell script and returns its bootstrap.sh call, or nil
 // when it has none. Variables assigned earlier in the script (VAR=value, export
 // VAR=value) are expanded in the call's arguments; a variable the script does not set,
 // or sets from a command's output, is an error that names it.
 func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
+	calls, err := scanScript(script, where)
+	if err != nil {
+		return nil, err
+	}
+	return calls.bootstrap, nil
+}
+
+// scanScript parses a shell script and finds its bootstrap.sh and cfn-signal calls.
+func scanScript(script []byte, where string) (*scriptCalls, error) {
 	script = bytes.ReplaceAll(script, []byte("\r\n"), []byte("\n"))
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(script), where)
 	if err != nil {
@@ -60,11 +77,13 @@ func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	calls := &scriptCalls{signals: s.signals, findings: s.findings}
 	switch len(s.calls) {
 	case 0:
-		return nil, nil
+		return calls, nil
 	case 1:
-		return s.calls[0], nil
+		calls.bootstrap = s.calls[0]
+		return calls, nil
 	default:
 		return nil, fmt.Errorf("%s: bootstrap.sh is called %d times (lines %d and %d); a node bootstraps once", where, len(s.calls), s.calls[0].Line, s.calls[1].Line)
 	}
@@ -77,6 +96,9 @@ type scriptWalker struct {
 	cfg   *expand.Config
 	calls []*BootstrapCall
 	err   error
+	// signals and findings are the script's cfn-signal calls and what is wrong with them.
+	signals  []*Signal
+	findings []Finding
 }
 
 func (s *scriptWalker) assign(a *syntax.Assign) {
@@ -125,6 +147,10 @@ func (s *scriptWalker) call(n *syntax.CallExpr) {
 		args = args[1:]
 	}
 	name, err := expand.Literal(s.cfg, args[0])
+	if err == nil && isCFNSignal(name) {
+		s.signal(n, args[1:])
+		return
+	}
 	if err != nil || path.Base(name) != "bootstrap.sh" {
 		return
 	}
