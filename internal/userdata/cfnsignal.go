@@ -98,6 +98,9 @@ func (s *scriptWalker) signal(n *syntax.CallExpr, args []*syntax.Word) {
 		values = append(values, v...)
 	}
 	sig, err := parseSignalArgs(values)
+	if err == nil {
+		err = sig.check()
+	}
 	if err != nil {
 		warn("%s", err)
 		return
@@ -121,14 +124,13 @@ func parseSignalArgs(args []string) (*Signal, error) {
 			name, value, hasValue = name[:1], a[2:], true
 		}
 		if credentialOptions[name] {
-			return nil, fmt.Errorf("option -%s carries credentials, which nodeadm does not use (it signs with the instance role); remove it", strings.TrimPrefix(a[:min(len(a), 2)], "-"))
-		}
-		var opt *signalOption
-		for j := range signalOptions {
-			if o := &signalOptions[j]; (long && o.long == name) || (!long && o.short != "" && o.short == name) {
-				opt = o
+			flag := "--" + name
+			if !long {
+				flag = "-" + name
 			}
+			return nil, fmt.Errorf("option %s carries credentials, which nodeadm does not use (it signs with the instance role); remove it", flag)
 		}
+		opt := findSignalOption(name, long)
 		if opt == nil {
 			return nil, fmt.Errorf("unknown option %q (cfn-signal takes -e, -s, -r, -d, -i, --stack, --resource, --region, --role, --url, --https-proxy)", clip(a))
 		}
@@ -141,15 +143,29 @@ func parseSignalArgs(args []string) (*Signal, error) {
 		}
 		*opt.set(sig) = value
 	}
+	return sig, nil
+}
+
+func findSignalOption(name string, long bool) *signalOption {
+	for j := range signalOptions {
+		if o := &signalOptions[j]; (long && o.long == name) || (!long && o.short != "" && o.short == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+// check refuses a call that names no resource to signal.
+func (sig *Signal) check() error {
 	switch {
 	case sig.Stack == "" && sig.Resource == "":
-		return nil, fmt.Errorf("no --stack and --resource (the WaitConditionHandle URL form is not supported)")
+		return fmt.Errorf("no --stack and --resource (the WaitConditionHandle URL form is not supported)")
 	case sig.Stack == "":
-		return nil, fmt.Errorf("--resource %s without --stack", clip(sig.Resource))
+		return fmt.Errorf("--resource %s without --stack", clip(sig.Resource))
 	case sig.Resource == "":
-		return nil, fmt.Errorf("--stack %s without --resource", clip(sig.Stack))
+		return fmt.Errorf("--stack %s without --resource", clip(sig.Stack))
 	}
-	return sig, nil
+	return nil
 }
 
 // Explain says what nodeadm does with the call, for findings and `userdata explain`.

@@ -78,7 +78,7 @@ func TestSignalRefused(t *testing.T) {
 		{"no resource", "cfn-signal --stack s", "--stack s without --resource"},
 		{"no stack", "cfn-signal --resource NodeGroup", "--resource NodeGroup without --stack"},
 		{"unknown option", "cfn-signal --stack s --resource r --bogus 1", `unknown option "--bogus"`},
-		{"credentials", "cfn-signal --stack s --resource r --secret-key abc", "carries credentials"},
+		{"credentials", "cfn-signal --stack s --resource r --secret-key=abc", "option --secret-key carries credentials"},
 		{"missing value", "cfn-signal --resource r --stack", "--stack needs a value"},
 		{"unset variable", "cfn-signal --stack $STACK --resource r", "$STACK is not set earlier"},
 	}

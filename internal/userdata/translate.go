@@ -119,12 +119,7 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 		case KindShell:
 			var sig *Signal
 			cfgs, findings, sig, err = translateShell(ctx, p, r)
-			switch {
-			case sig != nil && res.Signal == nil:
-				res.Signal = sig
-			case sig != nil:
-				findings = append(findings, Finding{Part: name, Level: LevelWarning, Msg: fmt.Sprintf("line %d: cfn-signal call ignored: %s already has one (line %d), and a node signals once per boot", sig.Line, res.Signal.Part, res.Signal.Line)})
-			}
+			findings = append(findings, res.addSignal(sig)...)
 		case KindCloudConfig:
 			cfgs, findings, err = translateCloudConfig(ctx, p, r)
 		case KindPowerShell:
@@ -160,6 +155,18 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 		}
 	}
 	return res, nil
+}
+
+// addSignal keeps the first part's cfn-signal call: a node signals once per boot.
+func (res *Result) addSignal(sig *Signal) []Finding {
+	switch {
+	case sig == nil:
+		return nil
+	case res.Signal == nil:
+		res.Signal = sig
+		return nil
+	}
+	return []Finding{{Part: sig.Part, Level: LevelWarning, Msg: fmt.Sprintf("line %d: cfn-signal call ignored: %s already has one (line %d), and a node signals once per boot", sig.Line, res.Signal.Part, res.Signal.Line)}}
 }
 
 func newNodeConfig() *v1alpha1.NodeConfig {
