@@ -357,7 +357,7 @@ func translateShell(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeC
 		return nil, nil, nil, err
 	}
 	sig, sigFindings := pickSignal(calls.signals, name)
-	sigFindings = append(calls.findings, sigFindings...)
+	sigFindings = append(sigFindings, calls.findings...)
 	call := calls.bootstrap
 	if call == nil {
 		msg := "shell script without a bootstrap.sh call: nodeadm does not run scripts (cloud-init does, where it runs)"
