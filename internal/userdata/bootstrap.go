@@ -352,7 +352,7 @@ func missingWhat(p *al2Params) string {
 // its cfn-signal call, if any.
 func translateShell(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, *Signal, error) {
 	name := p.Name()
-	calls, err := scanScript(p.Body, name)
+	calls, err := scanScript(p.Body, name, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

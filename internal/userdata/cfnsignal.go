@@ -185,3 +185,20 @@ func (sig *Signal) Explain() string {
 	}
 	return b.String()
 }
+
+// FindSignal returns the first cfn-signal call of doc's shell parts, or nil, without
+// translating anything else: when the user data does not translate (a bootstrap.sh
+// call with a bad option, say), nodeadm still knows whom to tell that the join failed.
+func FindSignal(doc *Document) *Signal {
+	for i := range doc.Parts {
+		p := &doc.Parts[i]
+		if p.Kind != KindShell {
+			continue
+		}
+		calls, err := scanScript(p.Body, p.Name(), true)
+		if err == nil && len(calls.signals) > 0 {
+			return calls.signals[0]
+		}
+	}
+	return nil
+}

@@ -141,3 +141,21 @@ func FuzzSignal(f *testing.F) {
 		}
 	})
 }
+
+func TestFindSignalDespiteBrokenBootstrap(t *testing.T) {
+	for _, script := range []string{
+		"#!/bin/bash\n/etc/eks/bootstrap.sh $UNSET\ncfn-signal --stack s --resource NodeGroup\n",
+		"#!/bin/bash\n/etc/eks/bootstrap.sh c1\n/etc/eks/bootstrap.sh c2\ncfn-signal --stack s --resource NodeGroup\n",
+	} {
+		doc, err := Split([]byte(script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Translate(context.Background(), doc, nil); err == nil {
+			t.Fatalf("%q translated; want a failure", script)
+		}
+		if sig := FindSignal(doc); sig == nil || sig.Stack != "s" || sig.Resource != "NodeGroup" {
+			t.Errorf("FindSignal(%q) = %+v", script, sig)
+		}
+	}
+}

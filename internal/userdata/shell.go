@@ -57,22 +57,23 @@ type scriptCalls struct {
 // VAR=value) are expanded in the call's arguments; a variable the script does not set,
 // or sets from a command's output, is an error that names it.
 func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
-	calls, err := scanScript(script, where)
+	calls, err := scanScript(script, where, false)
 	if err != nil {
 		return nil, err
 	}
 	return calls.bootstrap, nil
 }
 
-// scanScript parses a shell script and finds its bootstrap.sh and cfn-signal calls.
-func scanScript(script []byte, where string) (*scriptCalls, error) {
+// scanScript parses a shell script and finds its bootstrap.sh and cfn-signal calls;
+// signalsOnly skips bootstrap.sh calls, so that their faults do not hide the signal.
+func scanScript(script []byte, where string, signalsOnly bool) (*scriptCalls, error) {
 	script = bytes.ReplaceAll(script, []byte("\r\n"), []byte("\n"))
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(script), where)
 	if err != nil {
 		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
 	}
 	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}, cloudFormation: bytes.Contains(script, []byte("${AWS::"))}
-	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true, ProcSubst: refuseProcSubst}}
+	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true, ProcSubst: refuseProcSubst}, signalsOnly: signalsOnly}
 	syntax.Walk(f, s.visit)
 	if s.err != nil {
 		return nil, s.err
@@ -97,8 +98,9 @@ type scriptWalker struct {
 	calls []*BootstrapCall
 	err   error
 	// signals and findings are the script's cfn-signal calls and what is wrong with them.
-	signals  []*Signal
-	findings []Finding
+	signals     []*Signal
+	findings    []Finding
+	signalsOnly bool
 }
 
 func (s *scriptWalker) assign(a *syntax.Assign) {
@@ -151,7 +153,7 @@ func (s *scriptWalker) call(n *syntax.CallExpr) {
 		s.signal(n, args[1:])
 		return
 	}
-	if err != nil || path.Base(name) != "bootstrap.sh" {
+	if err != nil || path.Base(name) != "bootstrap.sh" || s.signalsOnly {
 		return
 	}
 	line := int(n.Pos().Line())

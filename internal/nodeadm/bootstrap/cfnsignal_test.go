@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -225,3 +227,31 @@ func TestOneLineReason(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "?") == s }
+
+// TestBrokenUserDataSignalsFailure: user data whose bootstrap.sh call does not
+// translate still names the resource to signal, so the stack hears why.
+func TestBrokenUserDataSignalsFailure(t *testing.T) {
+	cf, api := localCFN(t, nil)
+	path := filepath.Join(t.TempDir(), "user-data.sh")
+	script := "#!/bin/bash\n/etc/eks/bootstrap.sh c1 --no-such-flag x\n/opt/aws/bin/cfn-signal --exit-code $? --stack ng-stack --resource NodeGroup --region us-west-2\n"
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sources := []string{"file://" + path}
+	loaded, loadErr := Load(context.Background(), sources, Environment{})
+	if loadErr == nil || loaded != nil {
+		t.Fatalf("Load = %v, %v; want a failure", loaded, loadErr)
+	}
+	req := signalReq()
+	st := &initState{sources: sources, md: &Metadata{InstanceID: req.InstanceID, Region: "us-west-2", PrivateDNSName: req.NodeName}}
+	var out bytes.Buffer
+	if err := (&SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}).after(context.Background(), t.TempDir(), st, loadErr, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Signals(); len(got) != 1 || got[0].Status != "FAILURE" || got[0].StackName != "ng-stack" {
+		t.Fatalf("signals %+v", got)
+	}
+	if line, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(line, FailurePrefix) || !strings.Contains(line, "--no-such-flag") {
+		t.Errorf("first line %q, want the FAILURE line with the reason", line)
+	}
+}

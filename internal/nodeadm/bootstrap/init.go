@@ -92,7 +92,7 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	st := &initState{cloud: NewCloud(out)}
+	st := &initState{cloud: NewCloud(out), sources: o.Sources.List}
 	err := o.run(ctx, out, st)
 	if sigErr := o.signal.after(ctx, o.root, st, err, out); sigErr != nil {
 		return errors.Join(err, sigErr)
@@ -102,9 +102,10 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 
 // initState is what init learnt, for the signal that follows it.
 type initState struct {
-	cloud  *Cloud
-	loaded *Loaded
-	md     *Metadata
+	cloud   *Cloud
+	sources []string
+	loaded  *Loaded
+	md      *Metadata
 }
 
 func (o *InitOptions) run(ctx context.Context, out io.Writer, st *initState) error {

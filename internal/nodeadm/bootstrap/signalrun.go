@@ -46,14 +46,36 @@ func (s *SignalOptions) validate() error {
 	return nil
 }
 
-// requestedSignal returns the first cfn-signal call of the loaded sources.
-func requestedSignal(l *Loaded) *userdata.Signal {
-	if l == nil {
+// requestedSignal returns the first cfn-signal call of the loaded sources or, when
+// they did not load, of the sources read again for that call only.
+func requestedSignal(ctx context.Context, st *initState) *userdata.Signal {
+	if st.loaded != nil {
+		for _, r := range st.loaded.Results {
+			if r.Signal != nil {
+				return r.Signal
+			}
+		}
 		return nil
 	}
-	for _, r := range l.Results {
-		if r.Signal != nil {
-			return r.Signal
+	sources := st.sources
+	if len(sources) == 0 {
+		sources = []string{DefaultSource}
+	}
+	env := Environment{}
+	if st.cloud != nil {
+		env.IMDS = st.cloud.imds
+	}
+	for _, src := range sources {
+		blobs, err := read(ctx, src, env)
+		if err != nil {
+			continue
+		}
+		for _, b := range blobs {
+			if doc, err := userdata.SplitNamed(b.data, b.name); err == nil {
+				if sig := userdata.FindSignal(doc); sig != nil {
+					return sig
+				}
+			}
 		}
 	}
 	return nil
@@ -63,14 +85,17 @@ func requestedSignal(l *Loaded) *userdata.Signal {
 // failed (initErr), else SUCCESS once the Node is Ready (wait), or a saved request for
 // `nodeadm signal` (detach).
 func (s *SignalOptions) after(ctx context.Context, root string, st *initState, initErr error, out io.Writer) error {
-	sig := requestedSignal(st.loaded)
-	if sig == nil || s.Mode == SignalOff {
+	if s.Mode == SignalOff {
+		return nil
+	}
+	sig := requestedSignal(ctx, st)
+	if sig == nil {
 		return nil
 	}
 	req := &SignalRequest{Signal: *sig}
 	if st.md != nil {
 		req.InstanceID, req.Region, req.NodeName = st.md.InstanceID, st.md.Region, st.md.PrivateDNSName
-		if st.loaded.Merged != nil && st.loaded.Merged.Spec.Enabled(v1alpha1.FeatureInstanceIDNodeName) {
+		if st.loaded != nil && st.loaded.Merged != nil && st.loaded.Merged.Spec.Enabled(v1alpha1.FeatureInstanceIDNodeName) {
 			req.NodeName = st.md.InstanceID
 		}
 	} else {
