@@ -142,6 +142,12 @@ func (s *Signaller) Send(ctx context.Context, req *SignalRequest, cause error) e
 	return nil
 }
 
+// sent reports whether this boot's signal was sent.
+func (s *Signaller) sent() bool {
+	_, err := os.Lstat(filepath.Join(s.Root, SignalSentPath))
+	return err == nil
+}
+
 // OneLineReason makes a reason fit the console line: one line, at most 500 characters.
 func OneLineReason(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -166,6 +172,10 @@ type ReadyFunc func(ctx context.Context) error
 // WaitAndSend waits up to timeout for ready, then sends SUCCESS, or FAILURE with the
 // reason it was not Ready in time.
 func (s *Signaller) WaitAndSend(ctx context.Context, req *SignalRequest, ready ReadyFunc, timeout time.Duration) error {
+	if s.sent() {
+		fmt.Fprintf(s.Out, "cfn-signal: already sent this boot (%s exists); not sent again\n", filepath.Join(s.Root, SignalSentPath))
+		return nil
+	}
 	fmt.Fprintf(s.Out, "cfn-signal: waiting up to %s for node %s to be Ready\n", timeout, req.NodeName)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	err := ready(wctx)

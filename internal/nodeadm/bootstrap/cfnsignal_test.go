@@ -140,7 +140,7 @@ func TestInitFailureSignalsFailure(t *testing.T) {
 	o := &SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}
 	root := t.TempDir()
 	initErr := errors.New("files rendered: kubelet config:\n  maxPods: must be positive")
-	if err := o.after(context.Background(), root, st, initErr, &out); err != nil {
+	if err := o.after(context.Background(), root, st, initErr, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := cf.Signals(); len(got) != 1 || got[0].Status != "FAILURE" {
@@ -160,7 +160,7 @@ func TestDetachThenSignalCommand(t *testing.T) {
 		md:     &Metadata{InstanceID: req.InstanceID, Region: "us-west-2", PrivateDNSName: req.NodeName},
 	}
 	root := t.TempDir()
-	if err := (&SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}).after(context.Background(), root, st, nil, &out); err != nil {
+	if err := (&SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}).after(context.Background(), root, st, nil, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(cf.Signals()) != 0 {
@@ -245,7 +245,7 @@ func TestBrokenUserDataSignalsFailure(t *testing.T) {
 	req := signalReq()
 	st := &initState{sources: sources, md: &Metadata{InstanceID: req.InstanceID, Region: "us-west-2", PrivateDNSName: req.NodeName}}
 	var out bytes.Buffer
-	if err := (&SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}).after(context.Background(), t.TempDir(), st, loadErr, &out); err != nil {
+	if err := (&SignalOptions{Mode: SignalDetach, Timeout: time.Minute, API: api}).after(context.Background(), t.TempDir(), st, loadErr, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := cf.Signals(); len(got) != 1 || got[0].Status != "FAILURE" || got[0].StackName != "ng-stack" {
@@ -253,5 +253,51 @@ func TestBrokenUserDataSignalsFailure(t *testing.T) {
 	}
 	if line, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(line, FailurePrefix) || !strings.Contains(line, "--no-such-flag") {
 		t.Errorf("first line %q, want the FAILURE line with the reason", line)
+	}
+}
+
+func TestNoSignalWithoutAJoin(t *testing.T) {
+	cf, api := localCFN(t, nil)
+	req := signalReq()
+	st := &initState{
+		loaded: &Loaded{Results: []*userdata.Result{{Signal: &req.Signal}}},
+		md:     &Metadata{InstanceID: req.InstanceID, Region: "us-west-2", PrivateDNSName: req.NodeName},
+	}
+	called := false
+	ready := func(context.Context) error { called = true; return errors.New("not expected") }
+	tests := []struct {
+		name    string
+		mode    string
+		skipRun bool
+		sent    bool
+		want    string
+	}{
+		{"off", SignalOff, false, false, ""},
+		{"run phase skipped", SignalWait, true, false, "init skipped the run phase"},
+		{"already sent this boot", SignalWait, false, true, "already sent this boot"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tt.sent {
+				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(SignalSentPath)), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, SignalSentPath), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			o := &SignalOptions{Mode: tt.mode, Timeout: time.Minute, API: api, Ready: ready}
+			if err := o.after(context.Background(), root, st, nil, tt.skipRun, &out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output %q lacks %q", out.String(), tt.want)
+			}
+		})
+	}
+	if called || len(cf.Signals()) != 0 {
+		t.Errorf("waited %v, signals %+v; want neither", called, cf.Signals())
 	}
 }

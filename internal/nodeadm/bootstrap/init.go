@@ -94,7 +94,7 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	st := &initState{cloud: NewCloud(out), sources: o.Sources.List}
 	err := o.run(ctx, out, st)
-	if sigErr := o.signal.after(ctx, o.root, st, err, out); sigErr != nil {
+	if sigErr := o.signal.after(ctx, o.root, st, err, slices.Contains(o.skip, "run"), out); sigErr != nil {
 		return errors.Join(err, sigErr)
 	}
 	return err

@@ -84,7 +84,7 @@ func requestedSignal(ctx context.Context, st *initState) *userdata.Signal {
 // after sends or schedules the signal once init is done: FAILURE at once when init
 // failed (initErr), else SUCCESS once the Node is Ready (wait), or a saved request for
 // `nodeadm signal` (detach).
-func (s *SignalOptions) after(ctx context.Context, root string, st *initState, initErr error, out io.Writer) error {
+func (s *SignalOptions) after(ctx context.Context, root string, st *initState, initErr error, skipRun bool, out io.Writer) error {
 	if s.Mode == SignalOff {
 		return nil
 	}
@@ -112,6 +112,10 @@ func (s *SignalOptions) after(ctx context.Context, root string, st *initState, i
 	sender := &Signaller{Root: root, API: s.API, Out: out}
 	if initErr != nil {
 		return sender.Send(ctx, req, initErr)
+	}
+	if skipRun {
+		fmt.Fprintf(out, "cfn-signal: not sent: init skipped the run phase, so no kubelet was started to join (run init without --skip run to signal)\n")
+		return nil
 	}
 	if s.Mode == SignalDetach {
 		if err := WriteSignalRequest(root, req); err != nil {
