@@ -301,3 +301,23 @@ func TestNoSignalWithoutAJoin(t *testing.T) {
 		t.Errorf("waited %v, signals %+v; want neither", called, cf.Signals())
 	}
 }
+
+// TestSignalEndpointFromEnvironment: without --url, the SDK's
+// AWS_ENDPOINT_URL_CLOUDFORMATION (which sandbox instances get as AWS_ENDPOINT_URL)
+// names the endpoint.
+func TestSignalEndpointFromEnvironment(t *testing.T) {
+	cf := localcfn.New()
+	srv := httptest.NewServer(cf)
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDINSTANCEROLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", srv.URL)
+	s := &Signaller{Root: t.TempDir(), Out: &bytes.Buffer{}}
+	if err := s.Send(context.Background(), signalReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Signals(); len(got) != 1 || got[0].Status != "SUCCESS" {
+		t.Fatalf("signals %+v", got)
+	}
+}
