@@ -46,8 +46,8 @@ const (
 // own reason in the stack's events.
 const FailurePrefix = "cfn-signal: FAILURE: "
 
-// maxReason bounds the reason line (the console line and SignalResource's Status
-// reason-free call share it).
+// maxReason bounds the FAILURE line's reason (SignalResource carries no reason: the
+// console line is where the stack engine finds it).
 const maxReason = 500
 
 // DefaultSignalTimeout is how long nodeadm waits for its Node to be Ready.
