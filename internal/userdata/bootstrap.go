@@ -348,24 +348,46 @@ func missingWhat(p *al2Params) string {
 	}
 }
 
-// translateShell finds the bootstrap.sh call of a shell script and translates it.
-func translateShell(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, error) {
+// translateShell finds the bootstrap.sh call of a shell script and translates it, and
+// its cfn-signal call, if any.
+func translateShell(ctx context.Context, p *Part, r Resolver) ([]*v1alpha1.NodeConfig, []Finding, *Signal, error) {
 	name := p.Name()
-	call, err := findBootstrapCall(p.Body, name)
+	calls, err := scanScript(p.Body, name, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	sig, sigFindings := pickSignal(calls.signals, name)
+	sigFindings = append(sigFindings, calls.findings...)
+	call := calls.bootstrap
 	if call == nil {
-		return nil, []Finding{{Part: name, Level: LevelIgnored, Msg: "shell script without a bootstrap.sh call: nodeadm does not run scripts (cloud-init does, where it runs)"}}, nil
+		msg := "shell script without a bootstrap.sh call: nodeadm does not run scripts (cloud-init does, where it runs)"
+		if sig != nil {
+			msg = "shell script without a bootstrap.sh call: nodeadm does not run scripts (cloud-init does, where it runs); it reads its cfn-signal call only"
+		}
+		return nil, append([]Finding{{Part: name, Level: LevelIgnored, Msg: msg}}, sigFindings...), sig, nil
 	}
 	params, findings, err := parseBootstrapArgs(call.Args, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
+		return nil, nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
 	}
 	cfg, more, err := params.build(ctx, r)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
+		return nil, nil, nil, fmt.Errorf("%w (the bootstrap.sh call on line %d of the part's script)", err, call.Line)
 	}
 	findings = append([]Finding{{Part: name, Level: LevelInfo, Msg: fmt.Sprintf("line %d: bootstrap.sh call for cluster %s translated to a NodeConfig; the rest of the script is not run by nodeadm", call.Line, params.clusterName)}}, findings...)
-	return []*v1alpha1.NodeConfig{cfg}, append(findings, more...), nil
+	findings = append(findings, more...)
+	return []*v1alpha1.NodeConfig{cfg}, append(findings, sigFindings...), sig, nil
+}
+
+// pickSignal keeps the first of a script's cfn-signal calls: a node signals once per
+// boot.
+func pickSignal(sigs []*Signal, part string) (*Signal, []Finding) {
+	if len(sigs) == 0 {
+		return nil, nil
+	}
+	out := []Finding{{Part: part, Level: LevelInfo, Msg: sigs[0].Explain()}}
+	for _, s := range sigs[1:] {
+		out = append(out, Finding{Part: part, Level: LevelWarning, Msg: fmt.Sprintf("line %d: another cfn-signal call, ignored: a node signals once per boot (the call on line %d is the one sent)", s.Line, sigs[0].Line)})
+	}
+	return sigs[0], out
 }

@@ -44,27 +44,47 @@ func (e *staticEnv) Each(fn func(string, expand.Variable) bool) {
 	}
 }
 
+// scriptCalls is what nodeadm reads in a shell script: its bootstrap.sh call (nil for
+// none), its cfn-signal calls and the findings about them.
+type scriptCalls struct {
+	bootstrap *BootstrapCall
+	signals   []*Signal
+	findings  []Finding
+}
+
 // findBootstrapCall parses a shell script and returns its bootstrap.sh call, or nil
 // when it has none. Variables assigned earlier in the script (VAR=value, export
 // VAR=value) are expanded in the call's arguments; a variable the script does not set,
 // or sets from a command's output, is an error that names it.
 func findBootstrapCall(script []byte, where string) (*BootstrapCall, error) {
+	calls, err := scanScript(script, where, false)
+	if err != nil {
+		return nil, err
+	}
+	return calls.bootstrap, nil
+}
+
+// scanScript parses a shell script and finds its bootstrap.sh and cfn-signal calls;
+// signalsOnly skips bootstrap.sh calls, so that their faults do not hide the signal.
+func scanScript(script []byte, where string, signalsOnly bool) (*scriptCalls, error) {
 	script = bytes.ReplaceAll(script, []byte("\r\n"), []byte("\n"))
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(script), where)
 	if err != nil {
 		return nil, fmt.Errorf("%s: shell syntax error: %w", where, err)
 	}
 	env := &staticEnv{vars: map[string]expand.Variable{}, dynamic: map[string]int{}, cloudFormation: bytes.Contains(script, []byte("${AWS::"))}
-	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true, ProcSubst: refuseProcSubst}}
+	s := &scriptWalker{where: where, env: env, cfg: &expand.Config{Env: env, NoUnset: true, ProcSubst: refuseProcSubst}, signalsOnly: signalsOnly}
 	syntax.Walk(f, s.visit)
 	if s.err != nil {
 		return nil, s.err
 	}
+	calls := &scriptCalls{signals: s.signals, findings: s.findings}
 	switch len(s.calls) {
 	case 0:
-		return nil, nil
+		return calls, nil
 	case 1:
-		return s.calls[0], nil
+		calls.bootstrap = s.calls[0]
+		return calls, nil
 	default:
 		return nil, fmt.Errorf("%s: bootstrap.sh is called %d times (lines %d and %d); a node bootstraps once", where, len(s.calls), s.calls[0].Line, s.calls[1].Line)
 	}
@@ -77,6 +97,10 @@ type scriptWalker struct {
 	cfg   *expand.Config
 	calls []*BootstrapCall
 	err   error
+	// signals and findings are the script's cfn-signal calls and what is wrong with them.
+	signals     []*Signal
+	findings    []Finding
+	signalsOnly bool
 }
 
 func (s *scriptWalker) assign(a *syntax.Assign) {
@@ -125,7 +149,11 @@ func (s *scriptWalker) call(n *syntax.CallExpr) {
 		args = args[1:]
 	}
 	name, err := expand.Literal(s.cfg, args[0])
-	if err != nil || path.Base(name) != "bootstrap.sh" {
+	if err == nil && isCFNSignal(name) {
+		s.signal(n, args[1:])
+		return
+	}
+	if err != nil || path.Base(name) != "bootstrap.sh" || s.signalsOnly {
 		return
 	}
 	line := int(n.Pos().Line())

@@ -52,6 +52,9 @@ type Result struct {
 	// BootstrapToken is the token of a NodeJoinConfig part, if any. It is a secret:
 	// never print it.
 	BootstrapToken string
+	// Signal is the user data's cfn-signal call, if a shell part has one: nodeadm then
+	// signals the stack once the node is Ready. Only the first part's call counts.
+	Signal *Signal
 }
 
 // ClusterInfo is what EKS DescribeCluster says about a cluster.
@@ -114,7 +117,9 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 			c, err = v1alpha1.Decode(p.Body, name)
 			cfgs = []*v1alpha1.NodeConfig{c}
 		case KindShell:
-			cfgs, findings, err = translateShell(ctx, p, r)
+			var sig *Signal
+			cfgs, findings, sig, err = translateShell(ctx, p, r)
+			findings = append(findings, res.addSignal(sig)...)
 		case KindCloudConfig:
 			cfgs, findings, err = translateCloudConfig(ctx, p, r)
 		case KindPowerShell:
@@ -150,6 +155,18 @@ func Translate(ctx context.Context, doc *Document, r Resolver) (*Result, error) 
 		}
 	}
 	return res, nil
+}
+
+// addSignal keeps the first part's cfn-signal call: a node signals once per boot.
+func (res *Result) addSignal(sig *Signal) []Finding {
+	switch {
+	case sig == nil:
+		return nil
+	case res.Signal == nil:
+		res.Signal = sig
+		return nil
+	}
+	return []Finding{{Part: sig.Part, Level: LevelWarning, Msg: fmt.Sprintf("line %d: cfn-signal call ignored: %s already has one (line %d), and a node signals once per boot", sig.Line, res.Signal.Part, res.Signal.Line)}}
 }
 
 func newNodeConfig() *v1alpha1.NodeConfig {

@@ -35,6 +35,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ud := &cobra.Command{Use: "userdata", Short: "Inspect user data",
 		Example: "  nodeadm userdata explain -c file://user-data.mime"}
 	ud.AddCommand(explainCommand())
-	root.AddCommand(initCommand(), getTokenCommand(), config, ud)
+	root.AddCommand(initCommand(), signalCommand(), getTokenCommand(), config, ud)
 	return cli.Execute(ctx, root, args, stdout, stderr)
 }

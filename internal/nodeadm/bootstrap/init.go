@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,7 @@ type InitOptions struct {
 	manager        string
 	bootstrapToken string
 	cniBinDir      string
+	signal         SignalOptions
 }
 
 // AddFlags binds the flags of `nodeadm init` to f.
@@ -45,6 +47,8 @@ func (o *InitOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.manager, "daemon-manager", "", "how daemons run: systemd or process (default: systemd when it runs the host)")
 	f.StringVar(&o.bootstrapToken, "bootstrap-token", "", "join with this bootstrap token instead of the credential plugin (also $NODEADM_BOOTSTRAP_TOKEN)")
 	f.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "where the CNI plugins are installed")
+	f.StringVar(&o.signal.Mode, "cfn-signal", SignalWait, "when user data calls cfn-signal: wait (for the Node to be Ready, then signal), detach (save the request for `nodeadm signal`) or off")
+	f.DurationVar(&o.signal.Timeout, "cfn-signal-timeout", DefaultSignalTimeout, "how long to wait for the Node to be Ready before signalling FAILURE")
 }
 
 func (o *InitOptions) validate() error {
@@ -57,6 +61,9 @@ func (o *InitOptions) validate() error {
 		if !slices.Contains(Daemons, d) {
 			return fmt.Errorf("--daemon %q: want one of %s", d, strings.Join(Daemons, ", "))
 		}
+	}
+	if err := o.signal.validate(); err != nil {
+		return err
 	}
 	if o.manager != "" && o.manager != "systemd" && o.manager != "process" {
 		return fmt.Errorf("--daemon-manager %q: want systemd or process", o.manager)
@@ -79,12 +86,30 @@ func step(w io.Writer, what string, fn func() error) error {
 	return nil
 }
 
-// Run configures the node and starts its daemons, reporting each step to out.
+// Run configures the node and starts its daemons, reporting each step to out. When
+// the user data calls cfn-signal, the signal follows (see SignalOptions).
 func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	c := NewCloud(out)
+	st := &initState{cloud: NewCloud(out), sources: o.Sources.List}
+	err := o.run(ctx, out, st)
+	if sigErr := o.signal.after(ctx, o.root, st, err, slices.Contains(o.skip, "run"), out); sigErr != nil {
+		return errors.Join(err, sigErr)
+	}
+	return err
+}
+
+// initState is what init learnt, for the signal that follows it.
+type initState struct {
+	cloud   *Cloud
+	sources []string
+	loaded  *Loaded
+	md      *Metadata
+}
+
+func (o *InitOptions) run(ctx context.Context, out io.Writer, st *initState) error {
+	c := st.cloud
 	var (
 		loaded   *Loaded
 		md       *Metadata
@@ -92,7 +117,9 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	)
 	if err := step(out, "configuration loaded", func() error {
 		var err error
-		if loaded, err = c.Load(ctx, o.Sources.List); err != nil {
+		loaded, err = c.Load(ctx, o.Sources.List)
+		st.loaded = loaded
+		if err != nil {
 			return err
 		}
 		WriteFindings(out, loaded.Findings(), userdata.LevelWarning)
@@ -107,6 +134,7 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := step(out, "instance metadata read", func() error {
 		var err error
 		md, err = c.metadata(ctx)
+		st.md = md
 		return err
 	}); err != nil {
 		return err

@@ -457,7 +457,8 @@ func (inst *Instance) Init(ctx context.Context, run SimRunner) error {
 	defer func() { _ = logf.Close() }()
 	argv := []string{p.cfg.NodeadmPath, "init", "--root", inst.Root, "--daemon-manager", "process",
 		"--config-source", "imds://user-data", "--config-source", "file://" + filepath.Join(inst.Root, LocalConfigPath),
-		"--kubelet-path", p.cfg.KubeletPath, "--containerd-path", p.cfg.ContainerdPath, "--cni-bin-dir", filepath.Join(inst.Root, CNIBinDir)}
+		"--kubelet-path", p.cfg.KubeletPath, "--containerd-path", p.cfg.ContainerdPath, "--cni-bin-dir", filepath.Join(inst.Root, CNIBinDir),
+		"--cfn-signal", bootstrap.SignalDetach}
 	argv = (netns.NS{Name: inst.Namespace}).Wrap(argv)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -474,7 +475,7 @@ func (inst *Instance) Init(ctx context.Context, run SimRunner) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("nodeadm init failed (%w): %s (log: %s)", err, LastErrorLine(logPath), logPath)
 	}
-	return nil
+	return inst.startSignal(ctx, logPath)
 }
 
 // LastErrorLine returns the last line of a log that reads like an error (a klog E line,
