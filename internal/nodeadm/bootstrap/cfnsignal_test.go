@@ -17,7 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+
 	localcfn "github.com/nodejoin/nodejoin/internal/localaws/cloudformation"
+	"github.com/nodejoin/nodejoin/internal/localaws/cloudformation/resource"
 	"github.com/nodejoin/nodejoin/internal/userdata"
 )
 
@@ -28,24 +33,69 @@ func signalReq() *SignalRequest {
 	}
 }
 
-// localCFN serves the local CloudFormation behind fail (which may answer first) and
-// returns an SDK client of it.
-func localCFN(t *testing.T, fail func(w http.ResponseWriter) bool) (*localcfn.CloudFormation, SignalAPI) {
+// madeOnly is a resource type whose resources are made at once: what matters here is
+// the stack engine's wait for the resource's signals, not what it is.
+type madeOnly struct{}
+
+func (madeOnly) Create(context.Context, *resource.Call) (resource.Result, error) {
+	return resource.Result{PhysicalID: "lt-0123"}, nil
+}
+
+func (madeOnly) Update(_ context.Context, _ *resource.Call, old resource.Result, _ map[string]any) (resource.Result, error) {
+	return old, nil
+}
+
+func (madeOnly) Delete(context.Context, *resource.Call, resource.Result) error { return nil }
+
+// waitingTemplate is a stack whose NodeGroup waits for one signal, as a node group's
+// CreationPolicy makes it.
+const waitingTemplate = `
+Resources:
+  NodeGroup:
+    Type: AWS::EC2::LaunchTemplate
+    CreationPolicy:
+      ResourceSignal: {Count: 1, Timeout: PT10M}
+`
+
+// waitingCFN serves the local CloudFormation, with stack ng-stack waiting for its
+// NodeGroup's signal, behind fail (which may answer first), and returns its URL.
+func waitingCFN(t *testing.T, fail func(w http.ResponseWriter) bool) (*localcfn.CloudFormation, string) {
 	t.Helper()
-	cf := localcfn.New()
+	cf := localcfn.New().WithEngine(t.Context(), localcfn.EngineConfig{Provisioners: map[string]resource.Provisioner{"AWS::EC2::LaunchTemplate": madeOnly{}}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail != nil && fail(w) {
+		if r.FormValue("Action") == "SignalResource" && fail != nil && fail(w) {
 			return
 		}
 		cf.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
+	client := cloudformation.New(cloudformation.Options{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
+	if _, err := client.CreateStack(t.Context(), &cloudformation.CreateStackInput{StackName: aws.String("ng-stack"), TemplateBody: aws.String(waitingTemplate)}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st, _ := cf.Stacks().Get("ng-stack")
+		if len(st.Resources) == 1 && st.Resources[0].PhysicalID != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stack's NodeGroup never waited for signals")
+		}
+	}
+	return cf, srv.URL
+}
+
+// localCFN is waitingCFN and an SDK client of it, as nodeadm makes one.
+func localCFN(t *testing.T, fail func(w http.ResponseWriter) bool) (*localcfn.CloudFormation, SignalAPI) {
+	t.Helper()
+	cf, url := waitingCFN(t, fail)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDINSTANCEROLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_SESSION_TOKEN", "token")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	req := signalReq()
-	req.Signal.URL = srv.URL
+	req.Signal.URL = url
 	api, err := NewSignalAPI(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -306,13 +356,11 @@ func TestNoSignalWithoutAJoin(t *testing.T) {
 // AWS_ENDPOINT_URL_CLOUDFORMATION (which sandbox instances get as AWS_ENDPOINT_URL)
 // names the endpoint.
 func TestSignalEndpointFromEnvironment(t *testing.T) {
-	cf := localcfn.New()
-	srv := httptest.NewServer(cf)
-	t.Cleanup(srv.Close)
+	cf, url := waitingCFN(t, nil)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDINSTANCEROLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", url)
 	s := &Signaller{Root: t.TempDir(), Out: &bytes.Buffer{}}
 	if err := s.Send(context.Background(), signalReq(), nil); err != nil {
 		t.Fatal(err)
