@@ -90,7 +90,40 @@ func Load(ctx context.Context, sources []string, env Environment) (*Loaded, erro
 		return nil, err
 	}
 	l.Merged = merged
+	if err := completeCluster(ctx, merged, env.Resolver); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// describeRetries is how often a DescribeCluster that names a NodeConfig's cluster is
+// retried on throttling and transient errors.
+const describeRetries = 3
+
+// completeCluster fills a NodeConfig that names its cluster but not its API server
+// endpoint or CA from EKS DescribeCluster, as bootstrap.sh completes a cluster name
+// alone. This is a nodejoin extension (upstream nodeadm refuses such a NodeConfig): it
+// lets a template name only the cluster and leave the endpoint to the network the node
+// is in. What the NodeConfig gives is kept.
+func completeCluster(ctx context.Context, cfg *v1alpha1.NodeConfig, r userdata.Resolver) error {
+	c := &cfg.Spec.Cluster
+	if c.Name == "" || r == nil || (c.APIServerEndpoint != "" && len(c.CertificateAuthority) > 0) {
+		return nil
+	}
+	info, err := r.DescribeCluster(ctx, c.Name, describeRetries)
+	if err != nil {
+		return fmt.Errorf("the NodeConfig names cluster %s without its apiServerEndpoint or certificateAuthority, and EKS DescribeCluster could not give them: %w", c.Name, err)
+	}
+	if c.APIServerEndpoint == "" {
+		c.APIServerEndpoint = info.Endpoint
+	}
+	if len(c.CertificateAuthority) == 0 {
+		c.CertificateAuthority = info.CertificateData
+	}
+	if c.CIDR == "" {
+		c.CIDR = info.ServiceIPv4CIDR
+	}
+	return nil
 }
 
 type blob struct {
