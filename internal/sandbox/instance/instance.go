@@ -191,6 +191,13 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localaws.Ins
 	}
 	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
+	if spec.Kubelet == KubeletReal {
+		if err := p.forwardHostEndpoint(imdsCtx, netns.NS{Name: inst.Namespace}); err != nil {
+			stop()
+			_ = l.Close()
+			return err
+		}
+	}
 	srv := &http.Server{Handler: localaws.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
