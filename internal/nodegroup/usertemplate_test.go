@@ -221,3 +221,23 @@ func TestUserLaunchTemplateRefused(t *testing.T) {
 		})
 	}
 }
+
+// On AmazonLinux2 the user's parts come before EKS's bootstrap part, so that they run
+// before the node joins.
+func TestUserLaunchTemplateMergedAL2(t *testing.T) {
+	const user = "eksctl-c1-nodegroup-al2"
+	ng := baseGroup(1)
+	ng.Spec.Template.AMIFamily = v1alpha1.AMIFamilyAmazonLinux2
+	ng.Spec.Template.LaunchTemplate = &v1alpha1.LaunchTemplateRef{Name: user, Version: "1"}
+	h := newHarness(t, ng)
+	putUserTemplate(t, h.cloud, user, eksctlTemplate(eksctlUserData))
+	h.until("active", 40, active)
+	ud, err := base64.StdEncoding.DecodeString(aws.ToString(ownTemplate(t, h.cloud, user).UserData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, filepath.Join("testdata", "usertemplate-eksctl-al2.golden"), ud)
+	if i, b := strings.Index(string(ud), "pre-bootstrap"), strings.Index(string(ud), "/etc/eks/bootstrap.sh"); i < 0 || b < 0 || i > b {
+		t.Errorf("want the user's script, then EKS's bootstrap:\n%s", ud)
+	}
+}
