@@ -54,6 +54,11 @@ type templateData struct {
 	InstanceProfile  string
 	SecurityGroupIDs []string
 	Tags             map[string]string // instance tags
+	// From the user's launch template (spec.template.launchTemplate), when it has them.
+	KeyName         string                                                 `json:",omitempty"`
+	MetadataOptions *ec2types.LaunchTemplateInstanceMetadataOptionsRequest `json:",omitempty"`
+	BlockDevices    []ec2types.LaunchTemplateBlockDeviceMappingRequest     `json:",omitempty"`
+	OtherTagSpecs   []ec2types.LaunchTemplateTagSpecificationRequest       `json:",omitempty"` // not of instances
 }
 
 // hash identifies the data: equal data, equal hash.
@@ -77,6 +82,13 @@ func (d *templateData) request() *ec2types.RequestLaunchTemplateData {
 			HttpEndpoint: ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
 		},
 	}
+	if d.MetadataOptions != nil {
+		r.MetadataOptions = d.MetadataOptions
+	}
+	if d.KeyName != "" {
+		r.KeyName = aws.String(d.KeyName)
+	}
+	r.BlockDeviceMappings = d.BlockDevices
 	if d.ImageID != "" {
 		r.ImageId = aws.String(d.ImageID)
 	}
@@ -100,6 +112,7 @@ func (d *templateData) request() *ec2types.RequestLaunchTemplateData {
 		}
 		r.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}}
 	}
+	r.TagSpecifications = append(r.TagSpecifications, d.OtherTagSpecs...)
 	return r
 }
 

@@ -375,6 +375,13 @@ func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 		spec = spec.DeepCopy()
 		spec.Spec.Template.AMIID = ""
 	}
+	ut, spec, ok, err := r.userTemplate(ctx, st, spec)
+	if !ok || err != nil {
+		return err
+	}
+	if ut != nil && ut.ImageID != "" {
+		image = ut.ImageID
+	}
 	ud, err := r.opts.Render(ctx, r.opts.Cluster, spec, image)
 	if err != nil {
 		// The spec must change: report it and wait.
@@ -392,9 +399,11 @@ func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 	if len(d.SecurityGroupIDs) == 0 {
 		d.SecurityGroupIDs = r.opts.SecurityGroupIDs
 	}
+	t = st.spec.Spec.Template // with a launch template's instance type
 	if len(t.InstanceTypes) == 1 && t.CapacityType != v1alpha1.CapacitySpot {
 		d.InstanceType = t.InstanceTypes[0]
 	}
+	withUserTemplate(d, ut)
 	hash := d.hash()
 	if lt := ng.Status.LaunchTemplate; lt != nil && lt.Hash == hash {
 		return nil
@@ -405,6 +414,10 @@ func (r *Reconciler) ensureTemplate(ctx context.Context, st *state) error {
 		return err
 	}
 	ng.Status.LaunchTemplate = &v1alpha1.LaunchTemplateStatus{Name: st.ltName, ID: id, Version: version, Hash: hash}
+	ng.Status.SourceLaunchTemplate = nil
+	if ut != nil {
+		ng.Status.SourceLaunchTemplate = &v1alpha1.SourceLaunchTemplateStatus{Name: ut.Name, ID: ut.ID, Version: ut.Version}
+	}
 	if created {
 		r.event(ng, corev1.EventTypeNormal, "LaunchTemplateVersionCreated", "CreateLaunchTemplateVersion", "launch template %s (%s) version %s", st.ltName, id, version)
 	}

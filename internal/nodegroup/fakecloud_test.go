@@ -32,7 +32,7 @@ type fakeCloud struct {
 }
 
 type fakeTemplate struct {
-	id       string
+	id, name string
 	versions []fakeVersion
 }
 
@@ -72,7 +72,7 @@ func (c *fakeCloud) CreateLaunchTemplate(_ context.Context, in *ec2.CreateLaunch
 		return nil, apiErr("InvalidLaunchTemplateName.AlreadyExistsException", name)
 	}
 	c.nextID++
-	t := &fakeTemplate{id: fmt.Sprintf("lt-%017x", c.nextID), versions: []fakeVersion{{1, aws.ToString(in.VersionDescription), in.LaunchTemplateData}}}
+	t := &fakeTemplate{id: fmt.Sprintf("lt-%017x", c.nextID), name: name, versions: []fakeVersion{{1, aws.ToString(in.VersionDescription), in.LaunchTemplateData}}}
 	c.templates[name] = t
 	return &ec2.CreateLaunchTemplateOutput{LaunchTemplate: &ec2types.LaunchTemplate{LaunchTemplateId: aws.String(t.id), LaunchTemplateName: aws.String(name),
 		LatestVersionNumber: aws.Int64(1), DefaultVersionNumber: aws.Int64(1)}}, nil
@@ -109,13 +109,51 @@ func (c *fakeCloud) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.De
 	if t == nil {
 		return nil, apiErr("InvalidLaunchTemplateName.NotFoundException", "At least one of the launch templates specified in the request does not exist.")
 	}
-	if !slices.Equal(in.Versions, []string{"$Latest"}) {
-		return nil, apiErr("Unsupported", "the fake describes $Latest only")
+	if len(in.Versions) != 1 {
+		return nil, apiErr("Unsupported", "the fake describes one version")
 	}
-	v := t.versions[len(t.versions)-1]
+	var v fakeVersion
+	switch n, err := strconv.ParseInt(in.Versions[0], 10, 64); {
+	case in.Versions[0] == "$Latest":
+		v = t.versions[len(t.versions)-1]
+	case in.Versions[0] == "$Default":
+		v = t.versions[0]
+	case err == nil && n >= 1 && int(n) <= len(t.versions):
+		v = t.versions[n-1]
+	default:
+		return nil, apiErr("InvalidLaunchTemplateId.VersionNotFound", "Could not find launch template version "+in.Versions[0])
+	}
 	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{
-		LaunchTemplateId: aws.String(t.id), VersionNumber: aws.Int64(v.number), VersionDescription: aws.String(v.description), LaunchTemplateData: &ec2types.ResponseLaunchTemplateData{UserData: v.data.UserData},
+		LaunchTemplateId: aws.String(t.id), LaunchTemplateName: aws.String(t.name), VersionNumber: aws.Int64(v.number),
+		VersionDescription: aws.String(v.description), LaunchTemplateData: responseData(v.data),
 	}}}, nil
+}
+
+// responseData is what DescribeLaunchTemplateVersions answers for the data a version
+// was created with (the fields the controller reads).
+func responseData(d *ec2types.RequestLaunchTemplateData) *ec2types.ResponseLaunchTemplateData {
+	r := &ec2types.ResponseLaunchTemplateData{
+		UserData: d.UserData, ImageId: d.ImageId, InstanceType: d.InstanceType, KeyName: d.KeyName, SecurityGroupIds: d.SecurityGroupIds,
+	}
+	if p := d.IamInstanceProfile; p != nil {
+		r.IamInstanceProfile = &ec2types.LaunchTemplateIamInstanceProfileSpecification{Arn: p.Arn, Name: p.Name}
+	}
+	if m := d.MetadataOptions; m != nil {
+		r.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptions{HttpEndpoint: m.HttpEndpoint, HttpTokens: m.HttpTokens,
+			HttpPutResponseHopLimit: m.HttpPutResponseHopLimit, HttpProtocolIpv6: m.HttpProtocolIpv6, InstanceMetadataTags: m.InstanceMetadataTags}
+	}
+	for _, b := range d.BlockDeviceMappings {
+		m := ec2types.LaunchTemplateBlockDeviceMapping{DeviceName: b.DeviceName, NoDevice: b.NoDevice, VirtualName: b.VirtualName}
+		if e := b.Ebs; e != nil {
+			m.Ebs = &ec2types.LaunchTemplateEbsBlockDevice{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, Iops: e.Iops,
+				KmsKeyId: e.KmsKeyId, SnapshotId: e.SnapshotId, Throughput: e.Throughput, VolumeSize: e.VolumeSize, VolumeType: e.VolumeType}
+		}
+		r.BlockDeviceMappings = append(r.BlockDeviceMappings, m)
+	}
+	for _, ts := range d.TagSpecifications {
+		r.TagSpecifications = append(r.TagSpecifications, ec2types.LaunchTemplateTagSpecification{ResourceType: ts.ResourceType, Tags: ts.Tags})
+	}
+	return r
 }
 
 func (c *fakeCloud) DeleteLaunchTemplate(_ context.Context, in *ec2.DeleteLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.DeleteLaunchTemplateOutput, error) {

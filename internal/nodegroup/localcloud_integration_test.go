@@ -73,12 +73,15 @@ func (l *nodeLauncher) Terminate(_ context.Context, id string) error {
 type localCloud struct {
 	c        client.Client
 	asc      *autoscaling.Client
+	ec2c     *ec2.Client
 	rec      *recorder
 	launcher *nodeLauncher
 	waitFor  func(what string, cond func(*v1alpha1.NodeGroup) bool)
 }
 
-func startLocalCloud(t *testing.T, ng *v1alpha1.NodeGroup) *localCloud {
+// startLocalCloud starts the local cloud and the controller; before runs before the
+// group is created (to make the user's launch template, say).
+func startLocalCloud(t *testing.T, ng *v1alpha1.NodeGroup, before ...func(context.Context, *ec2.Client)) *localCloud {
 	t.Helper()
 	env, c := realAPI(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -126,6 +129,9 @@ func startLocalCloud(t *testing.T, ng *v1alpha1.NodeGroup) *localCloud {
 		ec2Srv.Close()
 		asSrv.Close()
 	})
+	for _, b := range before {
+		b(ctx, ec2c)
+	}
 	if err := c.Create(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +153,7 @@ func startLocalCloud(t *testing.T, ng *v1alpha1.NodeGroup) *localCloud {
 			t.Fatalf("waiting until %s: %v; status %+v; events:\n%s", what, err, got.Status, strings.Join(rec.events, "\n"))
 		}
 	}
-	return &localCloud{c: c, asc: asc, rec: rec, launcher: launcher, waitFor: waitFor}
+	return &localCloud{c: c, asc: asc, ec2c: ec2c, rec: rec, launcher: launcher, waitFor: waitFor}
 }
 
 // The controller against the local cloud's EC2 launch templates and Auto Scaling on

@@ -277,8 +277,9 @@ type NodeTemplate struct {
 	// +optional
 	UserDataStyle UserDataStyle `json:"userDataStyle,omitempty"`
 	// InstanceTypes are the instance types, the first preferred (EKS orders on-demand
-	// types by priority).
-	// +kubebuilder:default={"m5.large"}
+	// types by priority). Unset means the launch template's instance type when the
+	// group names a launch template that has one, else m5.large (defaulted by the
+	// controller, not the API server, so that a launch template's type can be seen).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
@@ -320,6 +321,34 @@ type NodeTemplate struct {
 	// +optional
 	// +listType=set
 	SecurityGroupIDs []string `json:"securityGroupIDs,omitempty"`
+	// LaunchTemplate is the user's own EC2 launch template the instances start from,
+	// as EKS managed node groups take one: its user data is merged before the
+	// generated bootstrap (or, when the template names an ImageId, used alone), and
+	// its instance type, security groups, metadata options, tags, key pair and block
+	// devices are carried over. A new version of it rolls the group.
+	// +optional
+	LaunchTemplate *LaunchTemplateRef `json:"launchTemplate,omitempty"`
+}
+
+// LaunchTemplateRef names a version of an EC2 launch template: exactly one of id and
+// name.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.id) != has(self.name)",message="set exactly one of id and name"
+type LaunchTemplateRef struct {
+	// ID is the launch template's ID, lt-<hex>.
+	// +kubebuilder:validation:Pattern=`^lt-[0-9a-f]{8,17}$`
+	// +optional
+	ID string `json:"id,omitempty"`
+	// Name is the launch template's name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Version is a version number, $Latest or $Default; unset means the template's
+	// default version.
+	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,17}|\$Latest|\$Default)$`
+	// +optional
+	Version string `json:"version,omitempty"`
 }
 
 // UpdateConfig says how many nodes a rolling update may take out at once: exactly one
@@ -395,6 +424,10 @@ type NodeGroupStatus struct {
 	// LaunchTemplate is the group's launch template and its current version.
 	// +optional
 	LaunchTemplate *LaunchTemplateStatus `json:"launchTemplate,omitempty"`
+	// SourceLaunchTemplate is the user's launch template (spec.template.launchTemplate)
+	// the current version was built from, with its version resolved to a number.
+	// +optional
+	SourceLaunchTemplate *SourceLaunchTemplateStatus `json:"sourceLaunchTemplate,omitempty"`
 	// AutoScalingGroupName is the group's Auto Scaling group.
 	// +optional
 	AutoScalingGroupName string `json:"autoScalingGroupName,omitempty"`
@@ -436,6 +469,15 @@ type LaunchTemplateStatus struct {
 	// of the template (or of the controller's rendering) is seen without reading the
 	// version back.
 	Hash string `json:"hash"`
+}
+
+// SourceLaunchTemplateStatus is the user's launch template a group's template was
+// built from.
+type SourceLaunchTemplateStatus struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	// Version is the version number read.
+	Version string `json:"version"`
 }
 
 // InstanceStatus is one instance of the group.

@@ -101,8 +101,17 @@ func TestNodeGroupCRDDefaultsMatch(t *testing.T) {
 	if enum := fmt.Sprint(prop("spec", "template", "userDataStyle")["enum"]); enum != fmt.Sprint(UserDataStyles) {
 		t.Errorf("CRD enum of userDataStyle = %s, want %s", enum, UserDataStyles)
 	}
-	if it := prop("spec", "template", "instanceTypes")["default"].([]any); len(it) != 1 || it[0] != DefaultInstanceType {
-		t.Errorf("CRD default of instanceTypes = %v", it)
+	// instanceTypes has no CRD default: a launch template's instance type stands in
+	// for it, so Default sets it only for a group without a launch template.
+	if it, ok := prop("spec", "template", "instanceTypes")["default"]; ok {
+		t.Errorf("CRD default of instanceTypes = %v, want none", it)
+	}
+	for _, lt := range []*LaunchTemplateRef{nil, {Name: "mine"}} {
+		ng := &NodeGroup{Spec: NodeGroupSpec{Template: NodeTemplate{LaunchTemplate: lt}}}
+		ng.Default()
+		if want := lt == nil; (len(ng.Spec.Template.InstanceTypes) == 1) != want {
+			t.Errorf("Default() with launch template %v: instanceTypes %v", lt, ng.Spec.Template.InstanceTypes)
+		}
 	}
 	if uc := prop("spec", "updateConfig")["default"].(map[string]any); len(uc) != 1 || uc["maxUnavailable"] != float64(DefaultMaxUnavailable) {
 		t.Errorf("CRD default of updateConfig = %v", uc)
@@ -168,6 +177,30 @@ func TestNodeGroupValidate(t *testing.T) {
 			[]string{"spec.timeouts.joinTimeout: Invalid value: \"0s\": must be positive"}},
 		{"zero post-drain wait is fine", func(ng *NodeGroup) { ng.Spec.Timeouts.PostDrainWait = &metav1.Duration{} }, nil},
 		{"bad name", func(ng *NodeGroup) { ng.Name = "NG_1" }, []string{"metadata.name: Invalid value"}},
+		{"launch template by id", func(ng *NodeGroup) {
+			ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{ID: "lt-0123456789abcdef0", Version: "3"}
+		}, nil},
+		{"launch template by name, $Latest", func(ng *NodeGroup) {
+			ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{Name: "eksctl-dev-nodegroup-ng-1", Version: "$Latest"}
+		}, nil},
+		{"launch template default version", func(ng *NodeGroup) { ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{Name: "mine"} }, nil},
+		{"launch template id and name", func(ng *NodeGroup) {
+			ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{ID: "lt-0123456789abcdef0", Name: "mine"}
+		}, []string{"spec.template.launchTemplate: Invalid value: \"id=\\\"lt-0123456789abcdef0\\\" name=\\\"mine\\\"\": set exactly one of id and name"}},
+		{"launch template neither", func(ng *NodeGroup) { ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{Version: "1"} },
+			[]string{"spec.template.launchTemplate: Invalid value"}},
+		{"launch template bad id and version", func(ng *NodeGroup) {
+			ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{ID: "lt-XYZ", Version: "latest"}
+		}, []string{"spec.template.launchTemplate.id: Invalid value: \"lt-XYZ\"", "spec.template.launchTemplate.version: Invalid value: \"latest\": want a version number, $Latest or $Default"}},
+		{"launch template version 0", func(ng *NodeGroup) { ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{Name: "mine", Version: "0"} },
+			[]string{"spec.template.launchTemplate.version: Invalid value"}},
+		{"launch template with user data, security groups, eksctl style", func(ng *NodeGroup) {
+			ng.Spec.Template.LaunchTemplate = &LaunchTemplateRef{Name: "mine"}
+			ng.Spec.Template.UserData = "#!/bin/bash"
+			ng.Spec.Template.SecurityGroupIDs = []string{"sg-0123456789abcdef0"}
+			ng.Spec.Template.UserDataStyle = UserDataStyleEksctl
+		}, []string{"spec.template.userData: Forbidden: a group with a launch template takes its user data from the launch template",
+			"spec.template.securityGroupIDs: Forbidden", "spec.template.userDataStyle: Forbidden"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ng := validGroup()

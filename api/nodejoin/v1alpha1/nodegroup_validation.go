@@ -48,7 +48,7 @@ func (ng *NodeGroup) Default() {
 	if t.UserDataStyle == "" {
 		t.UserDataStyle = DefaultUserDataStyle
 	}
-	if len(t.InstanceTypes) == 0 {
+	if len(t.InstanceTypes) == 0 && t.LaunchTemplate == nil {
 		t.InstanceTypes = []string{DefaultInstanceType}
 	}
 	if t.CapacityType == "" {
@@ -113,6 +113,9 @@ var (
 	amiIDRE         = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	subnetIDRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	securityGroupRE = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	ltIDRE          = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
+	ltNameRE        = regexp.MustCompile(`^[a-zA-Z0-9().\-/_]{3,128}$`)
+	ltVersionRE     = regexp.MustCompile(`^([1-9][0-9]{0,17}|\$Latest|\$Default)$`)
 )
 
 // reservedLabelDomains are label prefixes a group may not set: the controller sets the
@@ -245,6 +248,37 @@ func validateTemplate(t *NodeTemplate, p *field.Path) field.ErrorList {
 		if !securityGroupRE.MatchString(sg) {
 			errs = append(errs, field.Invalid(p.Child("securityGroupIDs").Index(i), sg, "want a security group ID, sg-<hex>"))
 		}
+	}
+	if t.LaunchTemplate != nil {
+		errs = append(errs, validateLaunchTemplate(t, p)...)
+	}
+	return errs
+}
+
+// validateLaunchTemplate checks spec.template.launchTemplate and the fields a launch
+// template takes the place of, as EKS refuses them beside one.
+func validateLaunchTemplate(t *NodeTemplate, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	lt, lp := t.LaunchTemplate, p.Child("launchTemplate")
+	switch {
+	case (lt.ID == "") == (lt.Name == ""):
+		errs = append(errs, field.Invalid(lp, fmt.Sprintf("id=%q name=%q", lt.ID, lt.Name), "set exactly one of id and name"))
+	case lt.ID != "" && !ltIDRE.MatchString(lt.ID):
+		errs = append(errs, field.Invalid(lp.Child("id"), lt.ID, "want a launch template ID, lt-<hex>"))
+	case lt.Name != "" && !ltNameRE.MatchString(lt.Name):
+		errs = append(errs, field.Invalid(lp.Child("name"), lt.Name, "want a launch template name: 3 to 128 letters, digits and ( ) . - / _"))
+	}
+	if lt.Version != "" && !ltVersionRE.MatchString(lt.Version) {
+		errs = append(errs, field.Invalid(lp.Child("version"), lt.Version, "want a version number, $Latest or $Default (or leave it out for the default version)"))
+	}
+	if t.UserData != "" {
+		errs = append(errs, field.Forbidden(p.Child("userData"), "a group with a launch template takes its user data from the launch template: put it there"))
+	}
+	if len(t.SecurityGroupIDs) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("securityGroupIDs"), "a group with a launch template takes its security groups from the launch template: put them there"))
+	}
+	if t.UserDataStyle == UserDataStyleEksctl {
+		errs = append(errs, field.Forbidden(p.Child("userDataStyle"), "a launch template is merged as EKS managed node groups merge it: use the Managed style"))
 	}
 	return errs
 }

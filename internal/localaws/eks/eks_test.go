@@ -176,9 +176,23 @@ func TestCreateNodegroupRefusals(t *testing.T) {
 	}{
 		{"name", "nodegroupName", func(in *awseks.CreateNodegroupInput) { in.NodegroupName = aws.String("-bad") }},
 		{"role", "nodeRole", func(in *awseks.CreateNodegroupInput) { in.NodeRole = aws.String("arn:aws:iam::000000000000:user/me") }},
-		{"launch template", "launchTemplate", func(in *awseks.CreateNodegroupInput) {
-			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: aws.String("lt-0123456789abcdef0")}
+		{"launch template id and name", "launchTemplate: give either id (lt-0123456789abcdef0) or name (mine), not both", func(in *awseks.CreateNodegroupInput) {
+			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: aws.String("lt-0123456789abcdef0"), Name: aws.String("mine")}
 		}},
+		{"launch template neither", "launchTemplate: give the launch template's id or name", func(in *awseks.CreateNodegroupInput) {
+			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Version: aws.String("1")}
+		}},
+		{"launch template id", "launchTemplate.id", func(in *awseks.CreateNodegroupInput) {
+			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: aws.String("template-1")}
+		}},
+		{"launch template version", "launchTemplate.version: \"latest\"", func(in *awseks.CreateNodegroupInput) {
+			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Name: aws.String("mine"), Version: aws.String("latest")}
+		}},
+		{"disk size with launch template", "Disk size must be specified within the launch template", func(in *awseks.CreateNodegroupInput) {
+			in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Name: aws.String("mine")}
+			in.DiskSize = aws.Int32(50)
+		}},
+		{"custom without launch template", "amiType: CUSTOM needs a launchTemplate", func(in *awseks.CreateNodegroupInput) { in.AmiType = ekstypes.AMITypesCustom }},
 		{"remote access", "remoteAccess", func(in *awseks.CreateNodegroupInput) {
 			in.RemoteAccess = &ekstypes.RemoteAccessConfig{Ec2SshKey: aws.String("k")}
 		}},
@@ -245,6 +259,8 @@ func TestUpdateRefusals(t *testing.T) {
 	for _, in := range []*awseks.UpdateNodegroupVersionInput{
 		{Version: aws.String("one")},
 		{LaunchTemplate: &ekstypes.LaunchTemplateSpecification{Name: aws.String("lt")}},
+		{LaunchTemplate: &ekstypes.LaunchTemplateSpecification{Name: aws.String("mine"), Id: aws.String("lt-0123456789abcdef0")}},
+		{LaunchTemplate: &ekstypes.LaunchTemplateSpecification{Name: aws.String("mine"), Version: aws.String("v2")}},
 	} {
 		in.ClusterName, in.NodegroupName = aws.String("demo"), aws.String("ng")
 		_, err := c.UpdateNodegroupVersion(ctx, in)

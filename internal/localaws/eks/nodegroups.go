@@ -64,7 +64,6 @@ func validateCreate(in *eksapi.CreateNodegroupRequest) error {
 		set  bool
 		why  string
 	}{
-		{"launchTemplate", in.LaunchTemplate != nil, "the local EKS renders each node group's launch template from its amiType, instanceTypes, labels and taints"},
 		{"remoteAccess", in.RemoteAccess != nil, "local instances have no SSH"},
 		{"nodeRepairConfig", in.NodeRepairConfig != nil, "the local EKS does not repair nodes"},
 		{"warmPoolConfig", in.WarmPoolConfig != nil, "the local EKS has no warm pools"},
@@ -73,7 +72,58 @@ func validateCreate(in *eksapi.CreateNodegroupRequest) error {
 			return eksapi.InvalidParameter("%s is not supported: %s", u.name, u.why)
 		}
 	}
+	if err := validateLaunchTemplate(in); err != nil {
+		return err
+	}
 	return validateCreateValues(in)
+}
+
+// The forms of a launch template's ID, name and version.
+var (
+	launchTemplateIDRE      = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
+	launchTemplateNameRE    = regexp.MustCompile(`^[a-zA-Z0-9().\-/_]{3,128}$`)
+	launchTemplateVersionRE = regexp.MustCompile(`^([1-9][0-9]{0,17}|\$Latest|\$Default)$`)
+)
+
+// amiTypeCustom is the amiType of a node group whose launch template names its AMI.
+const amiTypeCustom = "CUSTOM"
+
+// validateLaunchTemplate checks launchTemplate and what EKS refuses beside one: a disk
+// size (the template's block devices say it) and CUSTOM without a template. Whether the
+// template names an AMI, as CUSTOM needs, is the backend's to check: it reads the
+// template.
+func validateLaunchTemplate(in *eksapi.CreateNodegroupRequest) error {
+	if in.LaunchTemplate == nil {
+		if in.AmiType == amiTypeCustom {
+			return eksapi.InvalidParameter("amiType: CUSTOM needs a launchTemplate whose ImageId is the custom AMI")
+		}
+		return nil
+	}
+	if err := checkLaunchTemplateRef(in.LaunchTemplate); err != nil {
+		return err
+	}
+	if in.DiskSize != nil {
+		return eksapi.InvalidParameter("diskSize: Disk size must be specified within the launch template (its BlockDeviceMappings), not with a launchTemplate")
+	}
+	return nil
+}
+
+// checkLaunchTemplateRef checks a launchTemplate's form: exactly one of id and name, and
+// a version number, $Latest or $Default when a version is given.
+func checkLaunchTemplateRef(lt *eksapi.LaunchTemplate) error {
+	switch {
+	case lt.ID != "" && lt.Name != "":
+		return eksapi.InvalidParameter("launchTemplate: give either id (%s) or name (%s), not both", lt.ID, lt.Name)
+	case lt.ID == "" && lt.Name == "":
+		return eksapi.InvalidParameter("launchTemplate: give the launch template's id or name")
+	case lt.ID != "" && !launchTemplateIDRE.MatchString(lt.ID):
+		return eksapi.InvalidParameter("launchTemplate.id: %q is not a launch template ID (lt-…)", lt.ID)
+	case lt.Name != "" && !launchTemplateNameRE.MatchString(lt.Name):
+		return eksapi.InvalidParameter("launchTemplate.name: %q is not a launch template name (3 to 128 letters, digits and ( ) . - / _)", lt.Name)
+	case lt.Version != "" && !launchTemplateVersionRE.MatchString(lt.Version):
+		return eksapi.InvalidParameter("launchTemplate.version: %q is not a version number, $Latest or $Default", lt.Version)
+	}
+	return nil
 }
 
 // validateCreateValues checks the values of a CreateNodegroup body.
@@ -102,7 +152,7 @@ func validateCreateValues(in *eksapi.CreateNodegroupRequest) error {
 			return eksapi.InvalidParameter("instanceTypes: %q is not an instance type (such as m5.large)", t)
 		}
 	}
-	if in.AmiType != "" && !slices.Contains(eksapi.AMITypes, in.AmiType) {
+	if in.AmiType != "" && in.AmiType != amiTypeCustom && !slices.Contains(eksapi.AMITypes, in.AmiType) {
 		return eksapi.InvalidParameter("amiType: the local EKS supports %s, not %q", strings.Join(eksapi.AMITypes, ", "), in.AmiType)
 	}
 	switch in.CapacityType {
@@ -317,9 +367,12 @@ func (e *EKS) updateNodegroupVersion(c *call) (any, error) {
 	if err := decode(c.r, &in); err != nil {
 		return nil, err
 	}
+	if in.LaunchTemplate != nil {
+		if err := checkLaunchTemplateRef(in.LaunchTemplate); err != nil {
+			return nil, err
+		}
+	}
 	switch {
-	case in.LaunchTemplate != nil:
-		return nil, eksapi.InvalidParameter("launchTemplate is not supported: the local EKS renders each node group's launch template; give releaseVersion")
 	case in.Version != "" && !minorVersionRE.MatchString(in.Version):
 		return nil, eksapi.InvalidParameter("version: %q is not a Kubernetes minor version such as 1.37", in.Version)
 	case in.ReleaseVersion != "" && !releaseVersionRE.MatchString(in.ReleaseVersion):

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/eksapi"
+	"github.com/nodejoin/nodejoin/internal/nodegroup/usertemplate"
 )
 
 // ClusterInfo is what the local EKS says about its one cluster.
@@ -48,7 +49,9 @@ type Backend struct {
 	c        client.Client
 	info     ClusterInfo
 	releases Releases
-	now      func() time.Time
+	// templates reads users' launch templates; nil: they are not checked at creation.
+	templates usertemplate.DescribeVersions
+	now       func() time.Time
 }
 
 // New returns the backend over c (whose scheme knows v1alpha1) for the cluster info
@@ -179,6 +182,9 @@ func (b *Backend) CreateNodegroup(ctx context.Context, cluster string, in *eksap
 	if err := b.cluster(cluster); err != nil {
 		return eksapi.Nodegroup{}, err
 	}
+	if err := b.checkLaunchTemplate(ctx, in); err != nil {
+		return eksapi.Nodegroup{}, err
+	}
 	ng, err := b.FromRequest(in)
 	if err != nil {
 		return eksapi.Nodegroup{}, err
@@ -208,6 +214,10 @@ func (b *Backend) FromRequest(in *eksapi.CreateNodegroupRequest) (*v1alpha1.Node
 		return nil, eksapi.InvalidParameter("version: the cluster runs Kubernetes %s, and its node groups run it too, not %s", b.info.Cluster.Version, in.Version)
 	}
 	fam, ok := FamilyOf(in.AmiType)
+	if in.AmiType == AmiTypeCustom && in.LaunchTemplate != nil {
+		// The template's user data is used alone: the family only names the OS.
+		fam, ok = v1alpha1.AMIFamilyAmazonLinux2023, true
+	}
 	if !ok {
 		return nil, eksapi.InvalidParameter("amiType: the local EKS does not run %q", in.AmiType)
 	}
@@ -225,6 +235,9 @@ func (b *Backend) FromRequest(in *eksapi.CreateNodegroupRequest) (*v1alpha1.Node
 	}
 	if len(ng.Spec.Subnets) == 0 {
 		ng.Spec.Subnets = nil
+	}
+	if lt := in.LaunchTemplate; lt != nil {
+		ng.Spec.Template.LaunchTemplate = &v1alpha1.LaunchTemplateRef{ID: lt.ID, Name: lt.Name, Version: lt.Version}
 	}
 	taints, err := kubeTaints("taints", in.Taints)
 	if err != nil {
@@ -340,7 +353,7 @@ func eksField(path string) string {
 		{"spec.template.instanceTypes", "instanceTypes"}, {"spec.template.capacityType", "capacityType"},
 		{"spec.template.amiID", "releaseVersion"}, {"spec.template.instanceProfile", "nodeRole"},
 		{"spec.scaling", "scalingConfig"}, {"spec.updateConfig", "updateConfig"}, {"spec.subnets", "subnets"},
-		{"metadata.name", "nodegroupName"},
+		{"metadata.name", "nodegroupName"}, {"spec.template.launchTemplate", "launchTemplate"},
 	} {
 		if strings.HasPrefix(path, m.prefix) {
 			return m.name + strings.TrimPrefix(path, m.prefix)

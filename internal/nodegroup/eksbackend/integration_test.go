@@ -77,7 +77,7 @@ func apiCode(err error) string {
 }
 
 // setup starts a real API server with the CRDs, and the local EKS over it.
-func setup(t *testing.T) (*awseks.Client, client.Client) {
+func setup(t *testing.T, with ...func(*eksbackend.Backend)) (*awseks.Client, client.Client) {
 	t.Helper()
 	env := testenv.Start(t)
 	ctx := t.Context()
@@ -103,7 +103,11 @@ func setup(t *testing.T) (*awseks.Client, client.Client) {
 	}); err != nil {
 		t.Fatalf("the CRDs were not served: %v", err)
 	}
-	srv := httptest.NewServer(eks.NewWithBackend(eksbackend.New(kc, info, releases{}), nil))
+	b := eksbackend.New(kc, info, releases{})
+	for _, w := range with {
+		w(b)
+	}
+	srv := httptest.NewServer(eks.NewWithBackend(b, nil))
 	t.Cleanup(srv.Close)
 	cfg := aws.Config{Region: "us-west-2", RetryMaxAttempts: 1, Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", "")}
 	return awseks.NewFromConfig(cfg, func(o *awseks.Options) { o.BaseEndpoint = aws.String(srv.URL) }), kc

@@ -150,6 +150,9 @@ func family(ng *v1alpha1.NodeGroup) v1alpha1.AMIFamily {
 func Release(ng *v1alpha1.NodeGroup, releases Releases) (amiType, release string) {
 	f, ami := family(ng), ng.Spec.Template.AMIID
 	im, recorded := image(ng)
+	if recorded && im.AmiType == AmiTypeCustom {
+		return AmiTypeCustom, ""
+	}
 	amiType = amiTypes[f][0]
 	if recorded && im.AmiType != "" {
 		if rf, ok := FamilyOf(im.AmiType); ok && rf == f {
@@ -200,8 +203,13 @@ func Nodegroup(ng *v1alpha1.NodeGroup, a Account) eksapi.Nodegroup {
 	if im, ok := image(ng); ok {
 		d.DiskSize = im.DiskSize
 	}
-	if len(d.InstanceTypes) == 0 {
+	switch {
+	case len(d.InstanceTypes) > 0:
+	case t.LaunchTemplate == nil:
 		d.InstanceTypes = []string{v1alpha1.DefaultInstanceType}
+	case ng.Status.InstanceType != "":
+		// The launch template's (or the default when it has none), as the controller read it.
+		d.InstanceTypes = []string{ng.Status.InstanceType}
 	}
 	if len(d.Subnets) == 0 {
 		d.Subnets = append([]string{}, a.Subnets...)
@@ -224,7 +232,10 @@ func Nodegroup(ng *v1alpha1.NodeGroup, a Account) eksapi.Nodegroup {
 		d.UpdateConfig.MaxUnavailable = ptr(v1alpha1.DefaultMaxUnavailable)
 	}
 	d.UpdateConfig.UpdateStrategy = string(orDefault(s.UpdateStrategy, v1alpha1.DefaultUpdateStrategy))
-	if lt := ng.Status.LaunchTemplate; lt != nil {
+	if lt := launchTemplateOf(ng); lt != nil {
+		// The user's template, as EKS reports the template a group was created with.
+		d.LaunchTemplate = lt
+	} else if lt := ng.Status.LaunchTemplate; lt != nil {
 		d.LaunchTemplate = &eksapi.LaunchTemplate{Name: lt.Name, Version: lt.Version, ID: lt.ID}
 	}
 	return d

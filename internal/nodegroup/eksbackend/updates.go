@@ -289,41 +289,96 @@ func applyTaints(t *v1alpha1.NodeTemplate, in *eksapi.UpdateTaints) error {
 }
 
 // UpdateNodegroupVersion points the group's template at a release's AMI (the latest of
-// its family when none is given); the NodeGroup controller then rolls the group onto
-// it, a managed upgrade. force lets the drain delete pods a disruption budget protects.
+// its family when none is given), or, with launchTemplate, at another version of the
+// group's own launch template (and a release only when one is given); the NodeGroup
+// controller then rolls the group onto it, a managed upgrade. force lets the drain
+// delete pods a disruption budget protects.
 func (b *Backend) UpdateNodegroupVersion(ctx context.Context, cluster, name string, in *eksapi.UpdateNodegroupVersionRequest) (eksapi.Update, error) {
 	if in.Version != "" && in.Version != b.info.Cluster.Version {
 		return eksapi.Update{}, eksapi.InvalidParameter("version: the cluster runs Kubernetes %s, and its node groups run it too, not %s", b.info.Cluster.Version, in.Version)
 	}
-	if b.releases == nil {
+	if b.releases == nil && (in.LaunchTemplate == nil || in.ReleaseVersion != "") {
 		return eksapi.Update{}, eksapi.InvalidRequest("the local EKS knows no releases to update node group %s to", name)
 	}
 	return b.change(ctx, cluster, name, eksapi.UpdateTypeVersion, in.ClientRequestToken, func(ng *v1alpha1.NodeGroup) ([]eksapi.UpdateParam, error) {
-		fam := family(ng)
-		rel, ami := in.ReleaseVersion, ""
-		if rel == "" {
-			var ok bool
-			if rel, ami, ok = b.releases.Latest(fam); !ok {
-				return nil, eksapi.InvalidRequest("the local EC2 has no %s image to update node group %s to", fam, name)
-			}
-		} else {
-			var err error
-			if ami, err = b.image(fam, rel); err != nil {
+		var params []eksapi.UpdateParam
+		if lt := in.LaunchTemplate; lt != nil {
+			p, err := setTemplateVersion(ng, lt)
+			if err != nil {
 				return nil, err
 			}
+			params = append(params, p...)
 		}
-		im, _ := image(ng)
-		im.ReleaseVersion, im.AMIID = rel, ami
-		if err := setJSON(ng, ImageAnnotation, im); err != nil {
+		if in.LaunchTemplate == nil || in.ReleaseVersion != "" {
+			p, err := b.setRelease(ng, name, in.ReleaseVersion)
+			if err != nil {
+				return nil, err
+			}
+			params = append(params, p...)
+		}
+		ng.Spec.Force = in.Force
+		return append(params, eksapi.UpdateParam{Type: eksapi.ParamForce, Value: strconv.FormatBool(in.Force)}), nil
+	})
+}
+
+// setTemplateVersion points the group at another version of its own launch template.
+func setTemplateVersion(ng *v1alpha1.NodeGroup, lt *eksapi.LaunchTemplate) ([]eksapi.UpdateParam, error) {
+	ref := ng.Spec.Template.LaunchTemplate
+	switch {
+	case ref == nil:
+		return nil, eksapi.InvalidParameter("launchTemplate: node group %s was not created with a launch template; give releaseVersion", ng.Name)
+	case !sameTemplate(ng, lt):
+		return nil, eksapi.InvalidParameter("launchTemplate: node group %s runs launch template %s; an update takes another version of it, not another template", ng.Name, firstNonEmpty(ref.ID, ref.Name))
+	}
+	v := lt.Version
+	if v == "" {
+		v = "$Default"
+	}
+	ref.Version = v
+	n := firstNonEmpty(lt.Name, ref.Name)
+	if s := ng.Status.SourceLaunchTemplate; n == "" && s != nil {
+		n = s.Name
+	}
+	return []eksapi.UpdateParam{{Type: paramLaunchTemplateName, Value: n}, {Type: paramLaunchTemplateVersion, Value: v}}, nil
+}
+
+// setRelease points the group's template at release rel of its family (the latest when
+// rel is "").
+func (b *Backend) setRelease(ng *v1alpha1.NodeGroup, name, rel string) ([]eksapi.UpdateParam, error) {
+	if im, _ := image(ng); im.AmiType == AmiTypeCustom {
+		return nil, eksapi.InvalidParameter("releaseVersion: node group %s runs the custom AMI of its launch template; give launchTemplate with a new version instead", name)
+	}
+	fam, ami := family(ng), ""
+	if rel == "" {
+		var ok bool
+		if rel, ami, ok = b.releases.Latest(fam); !ok {
+			return nil, eksapi.InvalidRequest("the local EC2 has no %s image to update node group %s to", fam, name)
+		}
+	} else {
+		var err error
+		if ami, err = b.image(fam, rel); err != nil {
 			return nil, err
 		}
-		ng.Spec.Template.AMIID, ng.Spec.Force = ami, in.Force
-		return []eksapi.UpdateParam{
-			{Type: eksapi.ParamVersion, Value: b.info.Cluster.Version},
-			{Type: eksapi.ParamReleaseVersion, Value: rel},
-			{Type: eksapi.ParamForce, Value: strconv.FormatBool(in.Force)},
-		}, nil
-	})
+	}
+	im, _ := image(ng)
+	im.ReleaseVersion, im.AMIID = rel, ami
+	if err := setJSON(ng, ImageAnnotation, im); err != nil {
+		return nil, err
+	}
+	ng.Spec.Template.AMIID = ami
+	return []eksapi.UpdateParam{
+		{Type: eksapi.ParamVersion, Value: b.info.Cluster.Version},
+		{Type: eksapi.ParamReleaseVersion, Value: rel},
+	}, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func jsonText(v any) string {

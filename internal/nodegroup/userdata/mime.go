@@ -92,7 +92,7 @@ func userParts(data string) ([]part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("user data: reading the MIME headers: %w", err)
 	}
-	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	mt, params, err := parseContentType(msg.Header.Get("Content-Type"))
 	if err != nil {
 		return nil, fmt.Errorf("user data: Content-Type %q: %w", msg.Header.Get("Content-Type"), err)
 	}
@@ -138,3 +138,29 @@ func partHeaders(h textproto.MIMEHeader) [][2]string {
 }
 
 func b64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
+
+// parseContentType parses a Content-Type as cloud-init does: more leniently than
+// mime.ParseMediaType, which refuses an unquoted boundary holding a special character
+// (boundary=//, as in AWS's own examples of launch template user data).
+func parseContentType(v string) (string, map[string]string, error) {
+	mt, params, err := mime.ParseMediaType(v)
+	if err == nil {
+		return mt, params, nil
+	}
+	head, rest, _ := strings.Cut(v, ";")
+	mt = strings.ToLower(strings.TrimSpace(head))
+	if !strings.HasPrefix(mt, "multipart/") {
+		return "", nil, err
+	}
+	params = map[string]string{}
+	for _, p := range strings.Split(rest, ";") {
+		k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "boundary") {
+			params["boundary"] = strings.Trim(strings.TrimSpace(val), `"`)
+		}
+	}
+	if params["boundary"] == "" {
+		return "", nil, err
+	}
+	return mt, params, nil
+}
