@@ -7,6 +7,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,7 +90,10 @@ func (c *Controller) serveEKS(cl *controlplane.Cluster, cfg Config, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the API server for the local EKS: %w", err)
 	}
-	c.eks = eksbackend.New(kc, info, releases)
+	// Users' launch templates are read from the local EC2, so that CreateNodegroup
+	// refuses what EKS refuses in them at once.
+	lt := ec2.NewFromConfig(c.cloud.ControllerConfig(cfg.Region), func(o *ec2.Options) { o.BaseEndpoint = aws.String(c.cloud.EC2URL) })
+	c.eks = eksbackend.New(kc, info, releases).WithLaunchTemplates(lt)
 	c.cloud.Edge.Route("eks", localaws.NewEKSWithBackend(c.eks, log))
 	c.cloud.Edge.Route("ssm", localaws.NewSSM(cfg.Region, catalog))
 	return amis, nil
