@@ -200,6 +200,10 @@ func handlerMessage(err error) string {
 	if errors.As(err, &se) {
 		return se.msg
 	}
+	// The provisioners word their own failures as CloudFormation does.
+	if msg := err.Error(); strings.HasPrefix(msg, "Resource handler returned message:") || strings.HasPrefix(msg, "Properties validation failed") {
+		return msg
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return fmt.Sprintf("Resource handler returned message: %q (Service: %s, Status Code: 400, HandlerErrorCode: %s)", ae.ErrorMessage(), serviceOf(err), ae.ErrorCode())

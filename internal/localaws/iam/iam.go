@@ -222,7 +222,11 @@ func (i *IAM) profileRole(name string) (string, bool) {
 	if p := i.profiles[name]; p != nil {
 		return p.role, true
 	}
-	return name, held
+	// A role's own name is the instance profile of its instances, as for the roles
+	// instances hold; for a created role this stands in for the instance profile EKS
+	// makes for a managed node group's role (the local EKS names the role's name).
+	_, created := i.roles[name]
+	return name, held || created
 }
 
 // DefaultTrustPolicy is a role's trust policy unless CreateRole or SetTrustPolicy gave

@@ -266,3 +266,20 @@ func TestCreatedRolesTrustPolicyIsWhatSTSChecks(t *testing.T) {
 		t.Errorf("STS does not see the new trust policy: %s", doc)
 	}
 }
+
+// A created role's name resolves, for Auto Scaling's launches, to the role itself: the
+// instance profile EKS makes for a managed node group's role, which the local EKS names
+// by the role's name. A name that is neither a profile nor a role resolves to nothing.
+func TestCreatedRoleNameLaunchesAsItsProfile(t *testing.T) {
+	i := New("111122223333", nil)
+	c := newIAMClient(t, i)
+	if _, err := c.CreateRole(t.Context(), &iam.CreateRoleInput{RoleName: aws.String("eksctl-c1-nodegroup-ng-NodeInstanceRole-ABC"), AssumeRolePolicyDocument: aws.String(nodeTrust)}); err != nil {
+		t.Fatal(err)
+	}
+	if role, ok := i.InstanceProfileRole("eksctl-c1-nodegroup-ng-NodeInstanceRole-ABC"); !ok || role != "eksctl-c1-nodegroup-ng-NodeInstanceRole-ABC" {
+		t.Errorf("InstanceProfileRole = %q, %v", role, ok)
+	}
+	if _, ok := i.InstanceProfileRole("nobody"); ok {
+		t.Error("a name that is no profile and no role resolved")
+	}
+}
