@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,7 +19,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
-	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/netns"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
@@ -158,50 +154,6 @@ func (p *Provider) Start(ctx context.Context, spec Spec) (inst *Instance, err er
 		inst.kubeletFlags = append([]string(nil), spec.KubeletFlags...)
 	}
 	return inst, nil
-}
-
-// serveIMDS gives the instance its network (a real one) and its metadata endpoint.
-func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localaws.Instance) error {
-	p := inst.p
-	var creds localaws.CredentialSource = p.cfg.Cloud.STS
-	if spec.CredentialsOf != "" {
-		creds = stolenCredentials{sts: p.cfg.Cloud.STS, from: spec.CredentialsOf}
-	}
-	var l net.Listener
-	var err error
-	if spec.Kubelet == KubeletReal {
-		if err := inst.setupNetwork(ctx, li.MAC); err != nil {
-			return err
-		}
-		if spec.ClaimAddress != "" {
-			if err := inst.claim(ctx, spec.ClaimAddress); err != nil {
-				return err
-			}
-			spec.KubeletFlags = append(spec.KubeletFlags, "--node-ip="+spec.ClaimAddress)
-		}
-		if l, err = (netns.NS{Name: inst.Namespace}).Listen("tcp", imdsAddr.String()); err != nil {
-			return fmt.Errorf("instance metadata endpoint: %w", err)
-		}
-	} else {
-		var lc net.ListenConfig
-		if l, err = lc.Listen(ctx, "tcp", "127.0.0.1:0"); err != nil {
-			return fmt.Errorf("instance metadata endpoint: %w", err)
-		}
-		inst.imdsURL = "http://" + l.Addr().String()
-	}
-	imdsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	inst.imdsStop, inst.imdsDone = stop, make(chan error, 1)
-	if spec.Kubelet == KubeletReal {
-		if err := p.forwardHostEndpoint(imdsCtx, netns.NS{Name: inst.Namespace}); err != nil {
-			stop()
-			_ = l.Close()
-			return err
-		}
-	}
-	srv := &http.Server{Handler: localaws.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
-	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
-	return nil
 }
 
 // complete fills the spec's defaults and checks it.
