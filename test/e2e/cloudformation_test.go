@@ -99,7 +99,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	ours := repoFile(t, "deploy/cloudformation/nodegroup.yaml")
 	params := func(kv ...string) []string {
 		out := []string{"--parameters"}
-		for i := 0; i < len(kv); i += 2 {
+		for i := 0; i+1 < len(kv); i += 2 {
 			out = append(out, "ParameterKey="+kv[i]+",ParameterValue="+kv[i+1])
 		}
 		return out
@@ -182,7 +182,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	broken := strings.Replace(string(body), "                    name: ${ClusterName}\n",
 		"                    name: ${ClusterName}\n                  kubelet:\n                    config:\n                      maxPods: many\n", 1)
 	brokenFile := filepath.Join(t.TempDir(), "broken.yaml")
-	if broken == string(body) || os.WriteFile(brokenFile, []byte(broken), 0o600) != nil {
+	if broken == string(body) || os.WriteFile(brokenFile, []byte(broken), 0o600) != nil { //nolint:gosec // G703: a file under t.TempDir()
 		t.Fatal("could not break the template's user data")
 	}
 	a.aws(append([]string{"cloudformation", "create-stack", "--stack-name", "broken", "--template-body", "file://" + brokenFile, "--capabilities", "CAPABILITY_IAM"},

@@ -27,7 +27,9 @@ func (r *eksResolver) DescribeCluster(_ context.Context, name string, _ int) (*u
 	return &userdata.ClusterInfo{Endpoint: "https://198.18.0.1:6443", CertificateData: r.ca, ServiceIPv4CIDR: "10.100.0.0/16"}, nil
 }
 
-func (r *eksResolver) VPCIPv4CIDRs(context.Context) ([]string, error) { return []string{"198.18.0.0/16"}, nil }
+func (r *eksResolver) VPCIPv4CIDRs(context.Context) ([]string, error) {
+	return []string{"198.18.0.0/16"}, nil
+}
 
 // A NodeConfig that names only its cluster is completed from DescribeCluster, as
 // bootstrap.sh completes a name alone; one that gives its endpoint and CA asks nothing.

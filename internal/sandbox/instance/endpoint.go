@@ -25,25 +25,33 @@ import (
 // address in the instance's namespace (its own loopback) and relays each connection to
 // the API server's address in the cluster namespace, until ctx ends. Nothing leaves
 // the instance's namespace but what the instance could send anyway.
-func (p *Provider) forwardHostEndpoint(ctx context.Context, ns netns.NS) error {
-	host, err := url.Parse(p.cfg.HostEndpoint)
-	if err != nil || host.Host == "" {
-		return nil // no host endpoint: nothing to stand in for
+// relayedEndpoint is the loopback address of the host endpoint and the host:port of
+// the API server as instances reach it; false when the host endpoint is not a loopback
+// URL or names the same address.
+func relayedEndpoint(hostEndpoint, instanceEndpoint string) (netip.AddrPort, string, bool) {
+	host, herr := url.Parse(hostEndpoint)
+	target, terr := url.Parse(instanceEndpoint)
+	if herr != nil || terr != nil || host.Host == "" || target.Host == "" || host.Host == target.Host {
+		return netip.AddrPort{}, "", false
 	}
 	ap, err := netip.ParseAddrPort(host.Host)
 	if err != nil || !ap.Addr().IsLoopback() {
-		return nil
+		return netip.AddrPort{}, "", false
 	}
-	target, err := url.Parse(p.cfg.Cluster.Endpoint)
-	if err != nil || target.Host == "" || target.Host == host.Host {
-		return nil
+	return ap, target.Host, true
+}
+
+func (p *Provider) forwardHostEndpoint(ctx context.Context, ns netns.NS) error {
+	ap, target, ok := relayedEndpoint(p.cfg.HostEndpoint, p.cfg.Cluster.Endpoint)
+	if !ok {
+		return nil // no loopback host endpoint to stand in for
 	}
 	l, err := ns.Listen("tcp", ap.String())
 	if err != nil {
 		return fmt.Errorf("the API server's host endpoint %s inside the instance: %w", ap, err)
 	}
 	go func() {
-		if err := ns.Forward(ctx, l, target.Host, p.cfg.Log); err != nil && ctx.Err() == nil {
+		if err := ns.Forward(ctx, l, target, p.cfg.Log); err != nil && ctx.Err() == nil {
 			p.cfg.Log.Warn("the API server's host endpoint stopped inside an instance", "namespace", ns.Name, "err", err)
 		}
 	}()
