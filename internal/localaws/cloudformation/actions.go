@@ -234,25 +234,39 @@ func (c *CloudFormation) updateStack(r *protocol.Request) (any, *protocol.Error)
 	if e == nil {
 		return nil, noEngine()
 	}
-	run, st, aerr := e.live(in.name)
+	run, p, aerr := e.prepareUpdate(r.Context, in)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if !slices.Contains([]string{"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"}, st.Status) {
-		return nil, protocol.ValidationError("Stack:%s is in %s state and can not be updated.", st.ID, st.Status)
+	if aerr := e.startUpdate(run, p, nil); aerr != nil {
+		return nil, aerr
+	}
+	return updateStackResult{StackID: run.id}, nil
+}
+
+// prepareUpdate is what UpdateStack and CreateChangeSet share: the stack, and the plan
+// the input makes of it (previous template and values filled in), refused when it
+// changes nothing.
+func (e *Engine) prepareUpdate(ctx context.Context, in *stackInput) (*stackRun, plan, *protocol.Error) {
+	run, st, aerr := e.live(in.name)
+	if aerr != nil {
+		return nil, plan{}, aerr
+	}
+	if !updatable(st.Status) {
+		return nil, plan{}, protocol.ValidationError("Stack:%s is in %s state and can not be updated.", st.ID, st.Status)
 	}
 	old := e.planOf(run)
 	body := in.body
 	if in.usePrevious {
 		if body != "" {
-			return nil, protocol.ValidationError("You cannot specify both usePreviousTemplate and Template Body")
+			return nil, plan{}, protocol.ValidationError("You cannot specify both usePreviousTemplate and Template Body")
 		}
 		body = string(old.tmpl.Body)
 	}
 	for _, k := range in.previous {
 		v, ok := old.given[k]
 		if !ok {
-			return nil, protocol.ValidationError("Invalid input for parameter key %s. Cannot specify usePreviousValue as true for a parameter key not in the previous template", k)
+			return nil, plan{}, protocol.ValidationError("Invalid input for parameter key %s. Cannot specify usePreviousValue as true for a parameter key not in the previous template", k)
 		}
 		in.given[k] = v
 	}
@@ -260,23 +274,39 @@ func (c *CloudFormation) updateStack(r *protocol.Request) (any, *protocol.Error)
 		in.tags = maps.Clone(old.tags)
 	}
 	in.capabilities = append(in.capabilities, run.capabilities...)
-	p, aerr := e.prepare(r.Context, in, body, run.name, run.id)
+	p, aerr := e.prepare(ctx, in, body, run.name, run.id)
 	if aerr != nil {
-		return nil, aerr
+		return nil, plan{}, aerr
 	}
 	if string(p.tmpl.Body) == string(old.tmpl.Body) && sameStrings(p.params, old.params) && sameStrings(p.tags, old.tags) {
-		return nil, protocol.ValidationError("No updates are to be performed.")
+		return nil, plan{}, protocol.ValidationError("No updates are to be performed.")
 	}
+	return run, p, nil
+}
+
+func updatable(status string) bool {
+	return slices.Contains([]string{"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"}, status)
+}
+
+// startUpdate starts moving a stack to plan p, unless it is busy; done, when set, is
+// called when the update ends.
+func (e *Engine) startUpdate(run *stackRun, p plan, done func()) *protocol.Error {
+	st, _ := e.cf.stacks.Get(run.name)
 	e.mu.Lock()
-	busy := run.cancel != nil
+	busy := run.cancel != nil || run.deleting
 	e.mu.Unlock()
-	if busy {
-		return nil, protocol.ValidationError("Stack:%s is in %s state and can not be updated.", st.ID, st.Status)
+	if busy || !updatable(st.Status) {
+		return protocol.ValidationError("Stack:%s is in %s state and can not be updated.", st.ID, st.Status)
 	}
-	c.stacks.Update(run.name, func(st *Stack) { st.Updated = c.now().UTC() })
+	e.cf.stacks.Update(run.name, func(st *Stack) { st.Updated = e.cf.now().UTC() })
 	e.stackEvent(run, "UPDATE_IN_PROGRESS", "User Initiated")
-	e.start(run, func(ctx context.Context) { e.update(ctx, run, p) })
-	return updateStackResult{StackID: run.id}, nil
+	e.start(run, func(ctx context.Context) {
+		e.update(ctx, run, p)
+		if done != nil {
+			done()
+		}
+	})
+	return nil
 }
 
 // live finds a live stack by name or ID.

@@ -55,6 +55,11 @@ func New() *CloudFormation {
 			"ValidateTemplate":       c.validateTemplate,
 			"GetTemplate":            c.getTemplate,
 			"ListExports":            c.listExports,
+			"CreateChangeSet":        c.createChangeSet,
+			"DescribeChangeSet":      c.describeChangeSet,
+			"ExecuteChangeSet":       c.executeChangeSet,
+			"DeleteChangeSet":        c.deleteChangeSet,
+			"ListChangeSets":         c.listChangeSets,
 		},
 	}
 	return c

@@ -57,9 +57,10 @@ type Engine struct {
 	// groupInstances lists an Auto Scaling group's instances (tests replace it).
 	groupInstances func(ctx context.Context, group string) []string
 
-	mu      sync.Mutex
-	runs    map[string]*stackRun // by stack name, live stacks only
-	exports map[string]export    // by export name
+	mu         sync.Mutex
+	runs       map[string]*stackRun // by stack name, live stacks only
+	exports    map[string]export    // by export name
+	changeSets []*changeSet
 }
 
 type export struct{ value, stackID string }

@@ -283,6 +283,7 @@ func (e *Engine) destroy(ctx context.Context, run *stackRun) {
 func (e *Engine) remove(run *stackRun) {
 	e.mu.Lock()
 	delete(e.runs, run.name)
+	e.changeSets = slices.DeleteFunc(e.changeSets, func(cs *changeSet) bool { return cs.run == run })
 	for name, x := range e.exports {
 		if x.stackID == run.id {
 			delete(e.exports, name)

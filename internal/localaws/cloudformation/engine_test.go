@@ -553,3 +553,63 @@ func TestEngineUpdatesReplacesAndRollsBack(t *testing.T) {
 		t.Errorf("events:\n%s", events)
 	}
 }
+
+// A change set says what an update would change, and runs it when executed; one that
+// changes nothing fails with CloudFormation's reason, as eksctl expects.
+func TestEngineChangeSets(t *testing.T) {
+	f := newEngineFixture(t)
+	ctx := t.Context()
+	if _, err := f.sdk.CreateStack(ctx, &cloudformation.CreateStackInput{StackName: aws.String("cs"), TemplateBody: aws.String(updateTemplate), Capabilities: iamCaps}); err != nil {
+		t.Fatal(err)
+	}
+	f.settle(t, "cs")
+	create := func(name string, params ...cfntypes.Parameter) {
+		t.Helper()
+		if _, err := f.sdk.CreateChangeSet(ctx, &cloudformation.CreateChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String(name),
+			UsePreviousTemplate: aws.Bool(true), Parameters: params, Capabilities: iamCaps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("nothing")
+	d, err := f.sdk.DescribeChangeSet(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String("nothing")})
+	if err != nil || d.Status != cfntypes.ChangeSetStatusFailed || aws.ToString(d.StatusReason) != noChanges {
+		t.Errorf("a change set of nothing: %+v %v", d, err)
+	}
+	create("bigger", cfntypes.Parameter{ParameterKey: aws.String("Size"), ParameterValue: aws.String("4")})
+	d, err = f.sdk.DescribeChangeSet(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String("bigger")})
+	if err != nil || d.Status != cfntypes.ChangeSetStatusCreateComplete || d.ExecutionStatus != cfntypes.ExecutionStatusAvailable ||
+		len(d.Changes) != 1 || aws.ToString(d.Changes[0].ResourceChange.LogicalResourceId) != "Group" || d.Changes[0].ResourceChange.Action != cfntypes.ChangeActionModify {
+		t.Fatalf("change set: %+v %v", d, err)
+	}
+	if journal, _ := f.cloud.snapshot(); len(journal) != 2 {
+		t.Errorf("creating a change set changed something: %v", journal)
+	}
+	if _, err := f.sdk.ExecuteChangeSet(ctx, &cloudformation.ExecuteChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String("bigger")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.settle(t, "cs"); st.StackStatus != cfntypes.StackStatusUpdateComplete {
+		t.Fatalf("status %s", st.StackStatus)
+	}
+	if journal, _ := f.cloud.snapshot(); !slices.Equal(journal, []string{"create Role", "create Group", "update Group"}) {
+		t.Errorf("journal %v", journal)
+	}
+	list, err := f.sdk.ListChangeSets(ctx, &cloudformation.ListChangeSetsInput{StackName: aws.String("cs")})
+	if err != nil || len(list.Summaries) != 2 {
+		t.Fatalf("ListChangeSets: %+v %v", list, err)
+	}
+	for _, s := range list.Summaries {
+		want := cfntypes.ExecutionStatusExecuteComplete
+		if aws.ToString(s.ChangeSetName) == "nothing" {
+			want = cfntypes.ExecutionStatusObsolete
+		}
+		if s.ExecutionStatus != want {
+			t.Errorf("%s: %s, want %s", aws.ToString(s.ChangeSetName), s.ExecutionStatus, want)
+		}
+	}
+	if _, err := f.sdk.DeleteChangeSet(ctx, &cloudformation.DeleteChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String("nothing")}); err != nil {
+		t.Error(err)
+	}
+	if _, err := f.sdk.DescribeChangeSet(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String("cs"), ChangeSetName: aws.String("nothing")}); err == nil {
+		t.Error("a deleted change set is still described")
+	}
+}
