@@ -29,6 +29,9 @@ type Loaded struct {
 	Merged *v1alpha1.NodeConfig
 	// BootstrapToken is the last bootstrap token found in a NodeJoinConfig; secret.
 	BootstrapToken string
+	// Incomplete is why EKS DescribeCluster could not complete a NodeConfig that names
+	// its cluster without the endpoint or CA (nil when it did, or was not asked).
+	Incomplete error
 }
 
 // Findings lists the findings of every document.
@@ -90,9 +93,9 @@ func Load(ctx context.Context, sources []string, env Environment) (*Loaded, erro
 		return nil, err
 	}
 	l.Merged = merged
-	if err := completeCluster(ctx, merged, env.Resolver); err != nil {
-		return nil, err
-	}
+	// A cluster EKS cannot complete is left as it is: validation says what is missing,
+	// and Incomplete why EKS could not give it.
+	l.Incomplete = completeCluster(ctx, merged, env.Resolver)
 	return l, nil
 }
 

@@ -124,6 +124,9 @@ func (o *InitOptions) run(ctx context.Context, out io.Writer, st *initState) err
 		}
 		WriteFindings(out, loaded.Findings(), userdata.LevelWarning)
 		if errs := loaded.Merged.Validate(); len(errs) > 0 {
+			if loaded.Incomplete != nil {
+				return fmt.Errorf("%w: %w; %w", ErrInvalid, errs.ToAggregate(), loaded.Incomplete)
+			}
 			return fmt.Errorf("%w: %w", ErrInvalid, errs.ToAggregate())
 		}
 		warnIgnored(ctx, loaded.Merged)
