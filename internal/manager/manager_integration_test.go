@@ -229,6 +229,12 @@ func TestManagerAsDeployed(t *testing.T) {
 		}
 	}
 	// Credentials taken from an instance and replayed after it was terminated: refused.
+	// A terminated instance holds its role no more; the role lives on in an instance
+	// profile, so that STS still issues and takes the session and the webhook's own
+	// check of the instance is what refuses it.
+	if err := cloud.IAM.AddInstanceProfile("workers", "workers"); err != nil {
+		t.Fatal(err)
+	}
 	if err := cloud.EC2.SetState(idA, "terminated"); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +244,7 @@ func TestManagerAsDeployed(t *testing.T) {
 		t.Errorf("a terminated instance's credentials still authenticate: %v", err)
 	}
 	if !strings.Contains(logs.String(), "instance "+idA+" is terminated, not running") {
-		t.Errorf("the terminated instance's denial is not in the log")
+		t.Errorf("the terminated instance's denial is not in the log:\n%s", logs.String())
 	}
 	if err := cloud.EC2.SetState(idA, "running"); err != nil {
 		t.Fatal(err)

@@ -73,8 +73,9 @@ func realAPI(t *testing.T) (*testenv.Env, client.Client) {
 	return env, c
 }
 
-// The CRD on a real API server: its defaults apply, its CEL rules refuse what Validate
-// refuses, and kubectl gets eksctl's columns.
+// The CRD on a real API server: its defaults apply (instance types are the controller's
+// default, m5.large, only without a launch template that may name one), its CEL rules
+// refuse what Validate refuses, and kubectl gets eksctl's columns.
 func TestIntegrationCRD(t *testing.T) {
 	_, c := realAPI(t)
 	ctx := t.Context()
@@ -84,7 +85,7 @@ func TestIntegrationCRD(t *testing.T) {
 	}
 	s := ng.Spec
 	if s.Template.AMIFamily != v1alpha1.AMIFamilyAmazonLinux2023 || s.Template.CapacityType != v1alpha1.CapacityOnDemand ||
-		len(s.Template.InstanceTypes) != 1 || s.Template.InstanceTypes[0] != "m5.large" || s.UpdateStrategy != v1alpha1.UpdateStrategyDefault ||
+		len(s.Template.InstanceTypes) != 0 || s.UpdateStrategy != v1alpha1.UpdateStrategyDefault ||
 		s.UpdateConfig == nil || ptr.Deref(s.UpdateConfig.MaxUnavailable, 0) != 1 || s.Timeouts.JoinTimeout.Duration != 15*time.Minute ||
 		s.Timeouts.PostDrainWait.Duration != time.Minute || s.Scaling.DesiredSize != nil {
 		t.Errorf("defaulted by the API server: %+v", s)
