@@ -339,7 +339,10 @@ set -ex
 	}
 	id := selfManaged.AutoScalingGroups[0].Instances[0].InstanceID
 	log, err := os.ReadFile(filepath.Join(c.state, "nodejoin", name, "instances", id, "nodeadm.log"))
-	if want := "cluster " + name + ": API server endpoint " + cluster.Cluster.Endpoint + " and CA from EKS DescribeCluster"; err != nil || !strings.Contains(string(log), want) {
+	// Asked from inside the VPC, EKS gives the node the API server's private endpoint,
+	// not the host's loopback one this test was given.
+	if want := "cluster " + name + ": API server endpoint https://198.18.0.1:6443 and CA from EKS DescribeCluster"; err != nil || !strings.Contains(string(log), want) ||
+		strings.Contains(string(log), cluster.Cluster.Endpoint) {
 		t.Errorf("nodeadm of %s did not say %q: %v\n%s", id, want, err, log)
 	}
 
