@@ -278,7 +278,7 @@ func (e *Engine) prepareUpdate(ctx context.Context, in *stackInput) (*stackRun, 
 	if aerr != nil {
 		return nil, plan{}, aerr
 	}
-	if string(p.tmpl.Body) == string(old.tmpl.Body) && sameStrings(p.params, old.params) && sameStrings(p.tags, old.tags) {
+	if string(p.tmpl.Body) == string(old.tmpl.Body) && maps.Equal(p.params, old.params) && maps.Equal(p.tags, old.tags) {
 		return nil, plan{}, protocol.ValidationError("No updates are to be performed.")
 	}
 	return run, p, nil

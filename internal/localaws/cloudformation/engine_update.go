@@ -251,6 +251,3 @@ func shownParameters(t *template.Template, params map[string]string) map[string]
 	}
 	return out
 }
-
-// sameStrings reports whether two string maps hold the same entries.
-func sameStrings(a, b map[string]string) bool { return maps.Equal(a, b) }
