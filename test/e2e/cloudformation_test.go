@@ -49,7 +49,7 @@ func stackEvents(a *awsTools, name string) []string {
 // that they joined, rolls to a new AMI in batches that wait for the new nodes' signals,
 // and goes without leaving an instance, a Node or a launch template; a stack whose user
 // data cannot join fails with the node's own reason and rolls back; AWS's self-managed
-// template (AL2 shape) makes a node that joins; eksctl creates, lists, scales, upgrades
+// template, in its AL2 and AL2023 shapes, makes nodes that join; eksctl creates, lists, scales, upgrades
 // and deletes a managed AL2023 group and a self-managed one.
 func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	name := "e2e-cfn"
@@ -84,8 +84,11 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	}
 	var cluster struct {
 		Cluster struct {
-			Version            string
-			ResourcesVpcConfig struct {
+			Version                 string
+			Endpoint                string
+			CertificateAuthority    struct{ Data string }
+			KubernetesNetworkConfig struct{ ServiceIpv4Cidr string }
+			ResourcesVpcConfig      struct {
 				SubnetIDs []string `json:"subnetIds"`
 				VpcID     string   `json:"vpcId"`
 				SGs       []string `json:"securityGroupIds"`
@@ -224,16 +227,47 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 		t.Errorf("instances left running: %+v", running.Reservations)
 	}
 
-	// AWS's self-managed template, AL2 shape: bootstrap.sh and its cfn-signal line.
+	// AWS's self-managed template in both shapes, side by side: AL2 (bootstrap.sh, then its
+	// cfn-signal line) and AL2023 (a MIME NodeConfig with the endpoint, CA and service range
+	// from describe-cluster, a cfn-signal script part, an EC2_LINUX access entry).
 	al2 := repoFile(t, "internal/localaws/cloudformation/template/testdata/amazon-eks-nodegroup.yaml")
+	al2023 := repoFile(t, "internal/localaws/cloudformation/template/testdata/amazon-eks-nodegroup-al2023.yaml")
+	common := []string{"ClusterName", name, "ClusterControlPlaneSecurityGroup", vpc.SGs[0], "NodeAutoScalingGroupDesiredCapacity", "1",
+		"NodeInstanceType", "m5.large", "VpcId", vpc.VpcID, "Subnets", subnets}
 	a.aws(append([]string{"cloudformation", "create-stack", "--stack-name", "aws-al2", "--template-body", "file://" + al2, "--capabilities", "CAPABILITY_IAM"},
-		params("ClusterName", name, "ClusterControlPlaneSecurityGroup", vpc.SGs[0], "NodeGroupName", "aws-al2", "NodeAutoScalingGroupDesiredCapacity", "1",
-			"NodeInstanceType", "m5.large", "NodeImageIdSSMParam", "/aws/service/eks/optimized-ami/"+cluster.Cluster.Version+"/amazon-linux-2/recommended/image_id",
-			"VpcId", vpc.VpcID, "Subnets", subnets)...)...)
-	poll("stack aws-al2 settled", 3*time.Minute, settled("aws-al2"))
-	poll("the AL2 node Ready", 3*time.Minute, nodeCount(1))
+		params(append(common, "NodeGroupName", "aws-al2",
+			"NodeImageIdSSMParam", "/aws/service/eks/optimized-ami/"+cluster.Cluster.Version+"/amazon-linux-2/recommended/image_id")...)...)...)
+	a.aws(append([]string{"cloudformation", "create-stack", "--stack-name", "aws-al2023", "--template-body", "file://" + al2023, "--capabilities", "CAPABILITY_IAM"},
+		params(append(common, "NodeGroupName", "aws-al2023", "NodeImageIdSSMParam", ssm,
+			"ApiServerEndpoint", cluster.Cluster.Endpoint, "CertificateAuthorityData", cluster.Cluster.CertificateAuthority.Data,
+			"ServiceCidr", cluster.Cluster.KubernetesNetworkConfig.ServiceIpv4Cidr)...)...)...)
+	for _, stack := range []string{"aws-al2", "aws-al2023"} {
+		poll("stack "+stack+" settled", 3*time.Minute, settled(stack))
+		if s, reason := stackStatus(a, stack); s != "CREATE_COMPLETE" {
+			t.Fatalf("stack %s: %s %s\n%s", stack, s, reason, strings.Join(stackEvents(a, stack), "\n"))
+		}
+	}
+	poll("the AL2 and AL2023 nodes Ready", 3*time.Minute, nodeCount(2))
+	var outs struct {
+		Stacks []struct {
+			Outputs []struct{ OutputKey, OutputValue string }
+		}
+	}
+	a.awsJSON(&outs, "cloudformation", "describe-stacks", "--stack-name", "aws-al2023")
+	var role string
+	for _, o := range outs.Stacks[0].Outputs {
+		if o.OutputKey == "NodeInstanceRole" {
+			role = o.OutputValue
+		}
+	}
+	var entry struct{ AccessEntry struct{ Type string } }
+	a.awsJSON(&entry, "eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", role)
+	if entry.AccessEntry.Type != "EC2_LINUX" {
+		t.Errorf("the AL2023 stack's role %q has access entry type %q, want EC2_LINUX", role, entry.AccessEntry.Type)
+	}
 	a.aws("cloudformation", "delete-stack", "--stack-name", "aws-al2")
-	poll("the AL2 node gone", 4*time.Minute, nodeCount(0))
+	a.aws("cloudformation", "delete-stack", "--stack-name", "aws-al2023")
+	poll("the AL2 and AL2023 nodes gone", 4*time.Minute, nodeCount(0))
 
 	// eksctl: a managed AL2023 group on an older release, and a self-managed one.
 	cfg := fmt.Sprintf(`apiVersion: eksctl.io/v1alpha5

@@ -2,6 +2,7 @@ package template
 
 import (
 	"encoding/base64"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -211,6 +212,69 @@ func TestEvalGoldenUserData(t *testing.T) {
 	want := map[string]any{"AutoScalingRollingUpdate": map[string]any{"MaxBatchSize": "1", "MinInstancesInService": "3", "PauseTime": "PT5M"}}
 	if !reflect.DeepEqual(update, want) {
 		t.Errorf("UpdatePolicy = %v", update)
+	}
+}
+
+// TestEvalAL2023UserData evaluates the 2025 (AL2023) shape of AWS's template: the user data
+// is a MIME document whose NodeConfig carries the four cluster fields from the parameters and
+// whose script part runs cfn-signal; the access entry exists only in the EKS API modes.
+func TestEvalAL2023UserData(t *testing.T) {
+	tmpl := mustValid(t, readGolden(t, "testdata/amazon-eks-nodegroup-al2023.yaml"))
+	given := map[string]string{
+		"ClusterName": "demo", "ClusterControlPlaneSecurityGroup": "sg-1", "NodeGroupName": "ng", "VpcId": "vpc-1", "Subnets": "subnet-1",
+		"ApiServerEndpoint": "https://10.0.0.1", "CertificateAuthorityData": "Q0E=", "ServiceCidr": "172.20.0.0/16",
+	}
+	for _, tc := range []struct {
+		mode        string
+		accessEntry bool
+	}{{"", true}, {"EKS API and ConfigMap", true}, {"ConfigMap", false}} {
+		t.Run("mode="+tc.mode, func(t *testing.T) {
+			in := maps.Clone(given)
+			if tc.mode != "" {
+				in["AuthenticationMode"] = tc.mode
+			}
+			params, err := tmpl.BindParameters(in, func(string) (string, error) { return "ami-0al2023", nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := &Env{Parameters: params, AccountID: "123456789012", Region: "us-west-2", StackName: "demo-ng", Resource: func(id string) (string, map[string]string, bool) {
+				return id + "-1", map[string]string{"Arn": "arn:" + id, "LatestVersionNumber": "1"}, true
+			}}
+			if env.Conditions, err = tmpl.EvalConditions(env); err != nil {
+				t.Fatal(err)
+			}
+			if got := env.Conditions["UseAccessEntry"]; got != tc.accessEntry {
+				t.Errorf("UseAccessEntry = %v, want %v", got, tc.accessEntry)
+			}
+			if !tc.accessEntry {
+				return
+			}
+			props, _, _, err := tmpl.EvalResource("NodeLaunchTemplate", env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := props["LaunchTemplateData"].(map[string]any)
+			if md := data["MetadataOptions"].(map[string]any); md["HttpPutResponseHopLimit"] != "1" || md["HttpTokens"] != "required" {
+				t.Errorf("MetadataOptions = %v, want hop limit 1 and tokens required", md)
+			}
+			ud, err := base64.StdEncoding.DecodeString(data["UserData"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				`Content-Type: multipart/mixed; boundary="BOUNDARY"`, "Content-Type: application/node.eks.aws",
+				"    name: demo\n", "    apiServerEndpoint: https://10.0.0.1\n", "    certificateAuthority: Q0E=\n", "    cidr: 172.20.0.0/16\n",
+				"/opt/aws/bin/cfn-signal --exit-code $?", "--stack  demo-ng", "--resource NodeGroup", "--BOUNDARY--",
+			} {
+				if !strings.Contains(string(ud), want) {
+					t.Errorf("user data lacks %q:\n%s", want, ud)
+				}
+			}
+			entry, _, _, err := tmpl.EvalResource("NodeAccessEntry", env)
+			if err != nil || entry["Type"] != "EC2_LINUX" || entry["PrincipalArn"] != "arn:NodeInstanceRole" {
+				t.Errorf("NodeAccessEntry = %v, %v", entry, err)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 func fuzzSeeds(f *testing.F) {
 	f.Helper()
-	for _, name := range []string{"testdata/amazon-eks-nodegroup.yaml", "testdata/eksctl-nodegroup.json", "../../../nodegroup/userdata/testdata/golden/cfn-al2.yaml"} {
+	for _, name := range []string{"testdata/amazon-eks-nodegroup.yaml", "testdata/amazon-eks-nodegroup-al2023.yaml", "testdata/eksctl-nodegroup.json", "../../../nodegroup/userdata/testdata/golden/cfn-al2.yaml"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

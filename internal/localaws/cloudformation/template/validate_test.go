@@ -18,7 +18,7 @@ func readGolden(t *testing.T, name string) string {
 }
 
 // nodeTypes are the resource types the node-group templates use.
-var nodeTypes = []string{"AWS::AutoScaling::AutoScalingGroup", "AWS::EC2::LaunchTemplate", "AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SecurityGroupIngress", "AWS::IAM::InstanceProfile", "AWS::IAM::Role"}
+var nodeTypes = []string{"AWS::AutoScaling::AutoScalingGroup", "AWS::EKS::AccessEntry", "AWS::EC2::LaunchTemplate", "AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SecurityGroupIngress", "AWS::IAM::InstanceProfile", "AWS::IAM::Role"}
 
 func supportedNodeTypes(typ string) bool { return slices.Contains(nodeTypes, typ) }
 
@@ -39,6 +39,14 @@ func TestGoldenValidateAndOrder(t *testing.T) {
 				"NodeLaunchTemplate": {"NodeInstanceProfile", "NodeSecurityGroup"},
 				"NodeInstanceRole":   nil,
 			},
+		},
+		{
+			file: "testdata/amazon-eks-nodegroup-al2023.yaml",
+			order: []string{
+				"NodeInstanceRole", "NodeAccessEntry", "NodeInstanceProfile", "NodeSecurityGroup", "ClusterControlPlaneSecurityGroupIngress",
+				"NodeLaunchTemplate", "NodeGroup", "NodeSecurityGroupFromControlPlaneIngress", "NodeSecurityGroupIngress",
+			},
+			deps: map[string][]string{"NodeAccessEntry": {"NodeInstanceRole"}, "NodeGroup": {"NodeLaunchTemplate"}},
 		},
 		{
 			file:  "testdata/eksctl-nodegroup.json",
