@@ -11,8 +11,8 @@ CONTROLLER_GEN_VERSION := v0.23.0
 # kubelets where real ones cannot run: see `nodejoin up --help`).
 NODES ?= 2
 NAME ?= nodejoin
-# Integration and e2e tests start real control planes; they run one package at a time so
-# that two 2-core test binaries do not starve each other's API servers.
+# Integration and e2e tests start real control planes; each lane of hack/test.sh runs one
+# package at a time so that two 2-core test binaries do not starve each other's API servers.
 TEST_FLAGS ?= -p 1 -timeout 30m
 
 .PHONY: help
@@ -56,9 +56,8 @@ down: ## Stop the local cluster started by `make up` and remove its state
 	@if [ -x $(BIN)/nodejoin ]; then $(BIN)/nodejoin down --name $(NAME); else $(GO) run ./cmd/nodejoin down --name $(NAME); fi
 
 .PHONY: test
-test: deps tools build ## Run every test: a short fuzz of every decoder, then unit, integration (real kube-apiserver) and e2e
-	@hack/fuzz.sh
-	$(GO) test $(TEST_FLAGS) ./...
+test: deps tools build ## Run every test: host-network tests alone, then e2e beside a short fuzz of every decoder, unit and integration (real kube-apiserver) tests
+	@GO=$(GO) TEST_FLAGS="$(TEST_FLAGS)" hack/test.sh
 
 # What `make conformance` runs: "list" (test/conformance/focus.yaml) or "all" (every
 # conformance test but the skipped ones), and where its JUnit report and logs go.

@@ -133,20 +133,6 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	name := "e2e-awstools"
 	c, kubeconfig, _ := upCluster(t, name, "--nodes", "0", "--nodegroup-kubelet", "real")
 	a := newAWSTools(t, c, name)
-	poll := func(what string, timeout time.Duration, cond func() (bool, string)) {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			ok, state := cond()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after %s; last: %s\nnodes:\n%s", what, timeout, state, c.kubectl(kubeconfig, "get", "nodes", "-o", "wide"))
-			}
-			time.Sleep(2 * time.Second)
-		}
-	}
 
 	// Who am I: the cluster's local administrator.
 	var caller struct{ Arn, Account string }
@@ -198,7 +184,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 		a.awsJSON(&out, "eks", "describe-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
 		return out.Nodegroup
 	}
-	poll("ng1-public-ssh ACTIVE with 1 Ready node", 3*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "ng1-public-ssh ACTIVE with 1 Ready node", 3*time.Minute, func() (bool, string) {
 		ng := describe()
 		return ng.Status == "ACTIVE" && len(c.readyNodes(kubeconfig)) == 1, fmt.Sprintf("%+v", ng)
 	})
@@ -217,7 +203,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 		t.Errorf("eksctl get ng:\n%s", out)
 	}
 	a.eksctlRun("scale", "ng", "--nodes=2", "--nodes-max=10", "--name=ng1-public-ssh", "--cluster="+name, "--wait")
-	poll("2 Ready nodes after eksctl scale", 3*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "2 Ready nodes after eksctl scale", 3*time.Minute, func() (bool, string) {
 		n := c.readyNodes(kubeconfig)
 		return len(n) == 2, fmt.Sprint(n)
 	})
@@ -253,7 +239,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	// Auto Scaling changed behind the node group's back: the node group owns the size.
 	asg := ng.Resources.AutoScalingGroups[0].Name
 	a.aws("autoscaling", "set-desired-capacity", "--auto-scaling-group-name", asg, "--desired-capacity", "3")
-	poll("the Auto Scaling group back at the node group's size", 2*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "the Auto Scaling group back at the node group's size", 2*time.Minute, func() (bool, string) {
 		var groups struct {
 			AutoScalingGroups []struct{ DesiredCapacity int }
 		}
@@ -269,7 +255,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	if upd.Update.Type != "VersionUpdate" || upd.Update.ID == "" {
 		t.Fatalf("update-nodegroup-version: %+v", upd.Update)
 	}
-	poll("the version update Successful", 6*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "the version update Successful", 6*time.Minute, func() (bool, string) {
 		var d struct{ Update struct{ Status string } }
 		a.awsJSON(&d, "eks", "describe-update", "--name", name, "--nodegroup-name", "ng1-public-ssh", "--update-id", upd.Update.ID)
 		if d.Update.Status == "Failed" || d.Update.Status == "Cancelled" {
@@ -279,7 +265,7 @@ func TestAWSToolsDriveALocalCluster(t *testing.T) {
 	})
 	// The group's health follows its nodes: a replaced node's Node may still be going
 	// for a few seconds after the update is Successful.
-	poll("the group ACTIVE on the latest release", time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "the group ACTIVE on the latest release", time.Minute, func() (bool, string) {
 		ng := describe()
 		return ng.ReleaseVersion == latest && ng.Status == "ACTIVE", fmt.Sprintf("%+v", ng)
 	})
@@ -325,7 +311,7 @@ set -ex
 	a.aws("autoscaling", "create-auto-scaling-group", "--auto-scaling-group-name", "self-managed",
 		"--launch-template", "LaunchTemplateName=self-managed,Version=$Latest", "--min-size", "1", "--max-size", "1",
 		"--vpc-zone-identifier", cluster.Cluster.ResourcesVpcConfig.SubnetIDs[0])
-	poll("the self-managed node Ready", 3*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "the self-managed node Ready", 3*time.Minute, func() (bool, string) {
 		n := c.readyNodes(kubeconfig)
 		return len(n) == 3, fmt.Sprint(n)
 	})
@@ -372,7 +358,7 @@ set -ex
 
 	// Deleting the managed group through EKS removes its nodes.
 	a.aws("eks", "delete-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
-	poll("ng1-public-ssh gone", 3*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "ng1-public-ssh gone", 3*time.Minute, func() (bool, string) {
 		out, err := a.awsErr("eks", "describe-nodegroup", "--cluster-name", name, "--nodegroup-name", "ng1-public-ssh")
 		return err != nil && strings.Contains(out, "ResourceNotFoundException"), out
 	})
@@ -409,4 +395,21 @@ func olderRelease(t *testing.T, a *awsTools, version, latest string) string {
 	}
 	t.Fatalf("no AL2023 release but %s among %+v", latest, images.Images)
 	return ""
+}
+
+// poll calls cond every 2 s until it says done, and fails the test with cond's last state
+// and the cluster's nodes when timeout passes first.
+func (c *cli) poll(kubeconfig, what string, timeout time.Duration, cond func() (done bool, state string)) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: not after %s; last: %s\nnodes:\n%s", what, timeout, state, c.kubectl(kubeconfig, "get", "nodes", "-o", "wide"))
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 )
 
 // repoFile is a file of the repository, by its path from the root.
@@ -55,20 +58,6 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	name := "e2e-cfn"
 	c, kubeconfig, _ := upCluster(t, name, "--nodes", "0", "--nodegroup-kubelet", "real")
 	a := newAWSTools(t, c, name)
-	poll := func(what string, timeout time.Duration, cond func() (bool, string)) {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			ok, state := cond()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after %s; last: %s\nnodes:\n%s", what, timeout, state, c.kubectl(kubeconfig, "get", "nodes", "-o", "wide"))
-			}
-			time.Sleep(2 * time.Second)
-		}
-	}
 	settled := func(stack string) func() (bool, string) {
 		return func() (bool, string) {
 			s, reason := stackStatus(a, stack)
@@ -113,7 +102,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	a.aws(append([]string{"cloudformation", "create-stack", "--stack-name", "ours", "--template-body", "file://" + ours, "--capabilities", "CAPABILITY_IAM"},
 		params("ClusterName", name, "NodeGroupName", "ours", "NodeAutoScalingGroupDesiredCapacity", "1", "NodeAutoScalingGroupMaxSize", "3",
 			"NodeImageIdSSMParam", ssm, "VpcId", vpc.VpcID, "Subnets", subnets, "NodeSignalTimeout", "PT4M")...)...)
-	poll("stack ours settled", 5*time.Minute, settled("ours"))
+	c.poll(kubeconfig, "stack ours settled", 5*time.Minute, settled("ours"))
 	if s, reason := stackStatus(a, "ours"); s != "CREATE_COMPLETE" {
 		t.Fatalf("stack ours: %s %s\n%s", s, reason, strings.Join(stackEvents(a, "ours"), "\n"))
 	}
@@ -148,7 +137,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	a.aws(append(append([]string{"cloudformation", "update-stack", "--stack-name", "ours", "--use-previous-template", "--capabilities", "CAPABILITY_IAM"},
 		params("NodeAutoScalingGroupDesiredCapacity", "2", "NodeImageId", ami)...),
 		prev("ClusterName", "NodeGroupName", "NodeAutoScalingGroupMaxSize", "NodeImageIdSSMParam", "VpcId", "Subnets", "NodeSignalTimeout")...)...)
-	poll("stack ours updated", 6*time.Minute, settled("ours"))
+	c.poll(kubeconfig, "stack ours updated", 6*time.Minute, settled("ours"))
 	if s, reason := stackStatus(a, "ours"); s != "UPDATE_COMPLETE" {
 		t.Fatalf("stack ours: %s %s\n%s", s, reason, strings.Join(stackEvents(a, "ours"), "\n"))
 	}
@@ -175,7 +164,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	if len(amis) != 2 || amis[0] != ami || amis[1] != ami {
 		t.Errorf("the stack's running instances boot %v, want two of %s", amis, ami)
 	}
-	poll("2 nodes, the replaced one gone", 3*time.Minute, nodeCount(2))
+	c.poll(kubeconfig, "2 nodes, the replaced one gone", 3*time.Minute, nodeCount(2))
 
 	// A stack whose nodes cannot join fails with their own reason and rolls back.
 	body, err := os.ReadFile(ours)
@@ -191,7 +180,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 	a.aws(append([]string{"cloudformation", "create-stack", "--stack-name", "broken", "--template-body", "file://" + brokenFile, "--capabilities", "CAPABILITY_IAM"},
 		params("ClusterName", name, "NodeGroupName", "broken", "NodeAutoScalingGroupDesiredCapacity", "1",
 			"NodeImageIdSSMParam", ssm, "VpcId", vpc.VpcID, "Subnets", subnets, "NodeSignalTimeout", "PT4M")...)...)
-	poll("stack broken settled", 5*time.Minute, settled("broken"))
+	c.poll(kubeconfig, "stack broken settled", 5*time.Minute, settled("broken"))
 	if s, _ := stackStatus(a, "broken"); s != "ROLLBACK_COMPLETE" {
 		t.Errorf("stack broken: %s", s)
 	}
@@ -202,7 +191,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 
 	// delete-stack leaves no instance, no Node and no launch template.
 	a.aws("cloudformation", "delete-stack", "--stack-name", "ours")
-	poll("stack ours deleted", 4*time.Minute, func() (bool, string) {
+	c.poll(kubeconfig, "stack ours deleted", 4*time.Minute, func() (bool, string) {
 		var out struct {
 			StackSummaries []struct{ StackName, StackStatus string }
 		}
@@ -214,7 +203,7 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 		}
 		return true, ""
 	})
-	poll("no Node left", 3*time.Minute, nodeCount(0))
+	c.poll(kubeconfig, "no Node left", 3*time.Minute, nodeCount(0))
 	var lts struct {
 		LaunchTemplates []struct{ LaunchTemplateName string }
 	}
@@ -242,12 +231,12 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 			"ApiServerEndpoint", cluster.Cluster.Endpoint, "CertificateAuthorityData", cluster.Cluster.CertificateAuthority.Data,
 			"ServiceCidr", cluster.Cluster.KubernetesNetworkConfig.ServiceIpv4Cidr)...)...)...)
 	for _, stack := range []string{"aws-al2", "aws-al2023"} {
-		poll("stack "+stack+" settled", 3*time.Minute, settled(stack))
+		c.poll(kubeconfig, "stack "+stack+" settled", 3*time.Minute, settled(stack))
 		if s, reason := stackStatus(a, stack); s != "CREATE_COMPLETE" {
 			t.Fatalf("stack %s: %s %s\n%s", stack, s, reason, strings.Join(stackEvents(a, stack), "\n"))
 		}
 	}
-	poll("the AL2 and AL2023 nodes Ready", 3*time.Minute, nodeCount(2))
+	c.poll(kubeconfig, "the AL2 and AL2023 nodes Ready", 3*time.Minute, nodeCount(2))
 	var outs struct {
 		Stacks []struct {
 			Outputs []struct{ OutputKey, OutputValue string }
@@ -260,14 +249,14 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 			role = o.OutputValue
 		}
 	}
-	var entry struct{ AccessEntry struct{ Type string } }
-	a.awsJSON(&entry, "eks", "describe-access-entry", "--cluster-name", name, "--principal-arn", role)
-	if entry.AccessEntry.Type != "EC2_LINUX" {
-		t.Errorf("the AL2023 stack's role %q has access entry type %q, want EC2_LINUX", role, entry.AccessEntry.Type)
+	// The pinned AWS CLI (2.9) predates access entries; the SDK asks instead.
+	entry, err := a.eksClient().DescribeAccessEntry(t.Context(), &eks.DescribeAccessEntryInput{ClusterName: aws.String(name), PrincipalArn: aws.String(role)})
+	if err != nil || aws.ToString(entry.AccessEntry.Type) != "EC2_LINUX" {
+		t.Errorf("the AL2023 stack's role %q: access entry %+v, %v; want type EC2_LINUX", role, entry, err)
 	}
 	a.aws("cloudformation", "delete-stack", "--stack-name", "aws-al2")
 	a.aws("cloudformation", "delete-stack", "--stack-name", "aws-al2023")
-	poll("the AL2 and AL2023 nodes gone", 4*time.Minute, nodeCount(0))
+	c.poll(kubeconfig, "the AL2 and AL2023 nodes gone", 4*time.Minute, nodeCount(0))
 
 	// eksctl: a managed AL2023 group on an older release, and a self-managed one.
 	cfg := fmt.Sprintf(`apiVersion: eksctl.io/v1alpha5
@@ -290,7 +279,7 @@ nodeGroups:
 		t.Fatal(err)
 	}
 	a.eksctlRun("create", "nodegroup", "-f", cfgFile)
-	poll("the two eksctl nodes Ready", 3*time.Minute, nodeCount(2))
+	c.poll(kubeconfig, "the two eksctl nodes Ready", 3*time.Minute, nodeCount(2))
 	out := a.eksctlRun("get", "ng", "--cluster", name)
 	for _, want := range []string{"mng", "self", "managed", "unmanaged"} {
 		if !strings.Contains(out, want) {
@@ -298,7 +287,7 @@ nodeGroups:
 		}
 	}
 	a.eksctlRun("scale", "ng", "--cluster", name, "--name", "mng", "--nodes", "2", "--nodes-max", "3", "--wait")
-	poll("3 nodes after eksctl scale", 3*time.Minute, nodeCount(3))
+	c.poll(kubeconfig, "3 nodes after eksctl scale", 3*time.Minute, nodeCount(3))
 	c.kubectl(kubeconfig, "patch", "nodegroup", "mng", "--type", "merge", "-p", `{"spec":{"timeouts":{"postDrainWait":"1s"}}}`)
 	a.eksctlRun("upgrade", "nodegroup", "--cluster", name, "--name", "mng", "--wait")
 	var ng struct {
@@ -308,8 +297,8 @@ nodeGroups:
 	if ng.Nodegroup.ReleaseVersion == older || ng.Nodegroup.Status != "ACTIVE" {
 		t.Errorf("after eksctl upgrade nodegroup: %+v (was %s)", ng.Nodegroup, older)
 	}
-	poll("3 nodes after the upgrade", 4*time.Minute, nodeCount(3))
+	c.poll(kubeconfig, "3 nodes after the upgrade", 4*time.Minute, nodeCount(3))
 	a.eksctlRun("delete", "nodegroup", "--cluster", name, "--name", "mng", "--wait")
 	a.eksctlRun("delete", "nodegroup", "--cluster", name, "--name", "self", "--wait")
-	poll("no node after eksctl delete", 4*time.Minute, nodeCount(0))
+	c.poll(kubeconfig, "no node after eksctl delete", 4*time.Minute, nodeCount(0))
 }

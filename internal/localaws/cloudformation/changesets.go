@@ -24,8 +24,12 @@ type changeSet struct {
 	plan                  plan
 	created               time.Time
 	status, reason        string // CREATE_COMPLETE or FAILED
-	execution             string // AVAILABLE, UNAVAILABLE, EXECUTE_IN_PROGRESS, EXECUTE_COMPLETE, EXECUTE_FAILED, OBSOLETE
+	execution             string // AVAILABLE, UNAVAILABLE, EXECUTE_IN_PROGRESS, EXECUTE_COMPLETE, EXECUTE_FAILED
 	changes               []resourceChange
+	// executed is set once the change set runs: as in AWS, it then leaves the stack's list
+	// (and its name may be used again, as eksctl does twice within a second on upgrade),
+	// but its ARN still describes it.
+	executed bool
 }
 
 type resourceChange struct {
@@ -112,7 +116,7 @@ func (c *CloudFormation) createChangeSet(r *protocol.Request) (any, *protocol.Er
 	cs.id = fmt.Sprintf("arn:aws:cloudformation:%s:%s:changeSet/%s/%s", e.cfg.Region, e.cfg.AccountID, name, newEventID())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if slices.ContainsFunc(e.changeSets, func(o *changeSet) bool { return o.run == run && o.name == name }) {
+	if slices.ContainsFunc(e.changeSets, func(o *changeSet) bool { return o.run == run && o.name == name && !o.executed }) {
 		return nil, protocol.Errorf(400, "AlreadyExistsException", "ChangeSet %s already exists", name)
 	}
 	e.changeSets = append(e.changeSets, cs)
@@ -137,7 +141,7 @@ func (c *CloudFormation) findChangeSet(p *protocol.Params) (*changeSet, *protoco
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, cs := range e.changeSets {
-		if cs.id == name || (cs.name == name && (cs.run.name == stack || cs.run.id == stack)) {
+		if cs.id == name || (!cs.executed && cs.name == name && (cs.run.name == stack || cs.run.id == stack)) {
 			return cs, nil
 		}
 	}
@@ -220,14 +224,11 @@ func (c *CloudFormation) executeChangeSet(r *protocol.Request) (any, *protocol.E
 	if aerr := e.startUpdate(cs.run, cs.plan, finish); aerr != nil {
 		return nil, aerr
 	}
-	// Executing one change set makes the stack's others obsolete, as in AWS.
+	// Executing one change set removes the stack's change sets from its list, as in AWS:
+	// the others no longer apply to the updated stack, and this one is kept for its ARN only.
 	e.mu.Lock()
-	cs.execution = "EXECUTE_IN_PROGRESS"
-	for _, o := range e.changeSets {
-		if o != cs && o.run == cs.run {
-			o.execution = "OBSOLETE"
-		}
-	}
+	cs.execution, cs.executed = "EXECUTE_IN_PROGRESS", true
+	e.changeSets = slices.DeleteFunc(e.changeSets, func(o *changeSet) bool { return o != cs && o.run == cs.run })
 	e.mu.Unlock()
 	return struct {
 		XMLName struct{} `xml:"ExecuteChangeSetResult"`
@@ -282,7 +283,7 @@ func (c *CloudFormation) listChangeSets(r *protocol.Request) (any, *protocol.Err
 	if e := c.engine; e != nil {
 		e.mu.Lock()
 		for _, cs := range e.changeSets {
-			if cs.run.name == stack || cs.run.id == stack {
+			if !cs.executed && (cs.run.name == stack || cs.run.id == stack) {
 				out = append(out, changeSetSummaryXML{StackID: cs.run.id, StackName: cs.run.name, ChangeSetID: cs.id, ChangeSetName: cs.name,
 					ExecutionStatus: cs.execution, Status: cs.status, StatusReason: cs.reason, CreationTime: formatTime(cs.created), Description: cs.description})
 			}
