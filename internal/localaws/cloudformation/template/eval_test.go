@@ -166,13 +166,11 @@ func TestEvalConditions(t *testing.T) {
 	}
 }
 
-func TestEvalGoldenUserData(t *testing.T) {
-	tmpl := mustParse(t, readGolden(t, "testdata/amazon-eks-nodegroup.yaml"))
-	if err := tmpl.Validate(supportedNodeTypes); err != nil {
-		t.Fatal(err)
-	}
-	given := map[string]string{"ClusterName": "demo", "ClusterControlPlaneSecurityGroup": "sg-1", "NodeGroupName": "ng", "VpcId": "vpc-1", "Subnets": "subnet-1, subnet-2"}
-	params, err := tmpl.BindParameters(given, func(string) (string, error) { return "ami-0abc", nil })
+// stackEnv binds given (and ami for every SSM parameter) to tmpl's parameters and evaluates
+// its conditions, as the stack "demo-ng" in us-west-2 whose resources all exist.
+func stackEnv(t *testing.T, tmpl *Template, given map[string]string, ami string) *Env {
+	t.Helper()
+	params, err := tmpl.BindParameters(given, func(string) (string, error) { return ami, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +180,16 @@ func TestEvalGoldenUserData(t *testing.T) {
 	if env.Conditions, err = tmpl.EvalConditions(env); err != nil {
 		t.Fatal(err)
 	}
+	return env
+}
+
+func TestEvalGoldenUserData(t *testing.T) {
+	tmpl := mustParse(t, readGolden(t, "testdata/amazon-eks-nodegroup.yaml"))
+	if err := tmpl.Validate(supportedNodeTypes); err != nil {
+		t.Fatal(err)
+	}
+	given := map[string]string{"ClusterName": "demo", "ClusterControlPlaneSecurityGroup": "sg-1", "NodeGroupName": "ng", "VpcId": "vpc-1", "Subnets": "subnet-1, subnet-2"}
+	env := stackEnv(t, tmpl, given, "ami-0abc")
 	props, creation, update, err := tmpl.EvalResource("NodeLaunchTemplate", env)
 	if err != nil || creation != nil || update != nil {
 		t.Fatalf("EvalResource = %v, %v, %v", creation, update, err)
@@ -233,16 +241,7 @@ func TestEvalAL2023UserData(t *testing.T) {
 			if tc.mode != "" {
 				in["AuthenticationMode"] = tc.mode
 			}
-			params, err := tmpl.BindParameters(in, func(string) (string, error) { return "ami-0al2023", nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			env := &Env{Parameters: params, AccountID: "123456789012", Region: "us-west-2", StackName: "demo-ng", Resource: func(id string) (string, map[string]string, bool) {
-				return id + "-1", map[string]string{"Arn": "arn:" + id, "LatestVersionNumber": "1"}, true
-			}}
-			if env.Conditions, err = tmpl.EvalConditions(env); err != nil {
-				t.Fatal(err)
-			}
+			env := stackEnv(t, tmpl, in, "ami-0al2023")
 			if got := env.Conditions["UseAccessEntry"]; got != tc.accessEntry {
 				t.Errorf("UseAccessEntry = %v, want %v", got, tc.accessEntry)
 			}
