@@ -59,6 +59,65 @@ func requiredName(p *protocol.Params, param string, limit int) (string, *protoco
 	return v, checkName(lowerFirst(param), v, limit)
 }
 
+// reading reads one request's parameters in a row and keeps the first refusal: IAM
+// answers the first fault it finds, so once one is kept the later reads do nothing, and an
+// action checks once, after all its reads.
+type reading struct {
+	p   *protocol.Params
+	err *protocol.Error
+}
+
+// read runs one parameter reader unless a refusal is already kept.
+func read[T any](rd *reading, f func(*protocol.Params) (T, *protocol.Error)) T {
+	var v T
+	if rd.err == nil {
+		var aerr *protocol.Error
+		if v, aerr = f(rd.p); aerr != nil {
+			var zero T
+			v, rd.err = zero, aerr
+		}
+	}
+	return v
+}
+
+func (rd *reading) name(param string, limit int) string {
+	return read(rd, func(p *protocol.Params) (string, *protocol.Error) { return requiredName(p, param, limit) })
+}
+
+func (rd *reading) required(param string) string {
+	return read(rd, func(p *protocol.Params) (string, *protocol.Error) { return required(p, param) })
+}
+
+// then runs a check of what was read, unless a refusal is already kept.
+func (rd *reading) then(check func() *protocol.Error) {
+	if rd.err == nil && check != nil {
+		rd.err = check()
+	}
+}
+
+// finish refuses parameters nobody read, and answers the first refusal kept.
+func (rd *reading) finish() *protocol.Error {
+	rd.then(rd.p.Finish)
+	return rd.err
+}
+
+// readNamed reads the name of the one entity an action is about (param, at most limit
+// long), then the rest of its parameters, and finishes the request.
+func readNamed(p *protocol.Params, param string, limit int, rest func() *protocol.Error) (string, *protocol.Error) {
+	rd := &reading{p: p}
+	name := rd.name(param, limit)
+	rd.then(rest)
+	return name, rd.finish()
+}
+
+// requiredInto is a rest for readNamed that reads one more required parameter into dst.
+func requiredInto(p *protocol.Params, param string, dst *string) func() *protocol.Error {
+	return func() (aerr *protocol.Error) {
+		*dst, aerr = required(p, param)
+		return aerr
+	}
+}
+
 var pathRE = regexp.MustCompile(`^(/|/[\x21-\x7e]+/)$`)
 
 // readPath reads Path: "/" when absent; a path begins and ends with a slash.

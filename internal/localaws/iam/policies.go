@@ -86,11 +86,7 @@ func (i *IAM) existingPolicy(arn string) (policyRef, *protocol.Error) {
 
 func (i *IAM) attachRolePolicy(r *protocol.Request) (any, *protocol.Error) {
 	var arn string
-	return i.withRole(r.Params, func() *protocol.Error {
-		var aerr *protocol.Error
-		arn, aerr = required(r.Params, "PolicyArn")
-		return aerr
-	}, func(rec *role, _ bool) (any, *protocol.Error) {
+	return i.withRole(r.Params, requiredInto(r.Params, "PolicyArn", &arn), func(rec *role, _ bool) (any, *protocol.Error) {
 		if _, aerr := i.existingPolicy(arn); aerr != nil {
 			return nil, aerr
 		}
@@ -107,11 +103,7 @@ func (i *IAM) attachRolePolicy(r *protocol.Request) (any, *protocol.Error) {
 
 func (i *IAM) detachRolePolicy(r *protocol.Request) (any, *protocol.Error) {
 	var arn string
-	return i.withRole(r.Params, func() *protocol.Error {
-		var aerr *protocol.Error
-		arn, aerr = required(r.Params, "PolicyArn")
-		return aerr
-	}, func(rec *role, _ bool) (any, *protocol.Error) {
+	return i.withRole(r.Params, requiredInto(r.Params, "PolicyArn", &arn), func(rec *role, _ bool) (any, *protocol.Error) {
 		if _, aerr := parsePolicyARN(arn); aerr != nil {
 			return nil, aerr
 		}
@@ -269,28 +261,10 @@ func (i *IAM) policyXMLLocked(ref policyRef) policyXML {
 }
 
 func (i *IAM) createPolicy(r *protocol.Request) (any, *protocol.Error) {
-	p := r.Params
-	name, aerr := requiredName(p, "PolicyName", 128)
-	if aerr != nil {
-		return nil, aerr
-	}
-	doc, aerr := required(p, "PolicyDocument")
-	if aerr != nil {
-		return nil, aerr
-	}
-	path, aerr := readPath(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	desc, aerr := readDescription(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	tags, aerr := readTags(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.Finish(); aerr != nil {
+	rd := &reading{p: r.Params}
+	name, doc := rd.name("PolicyName", 128), rd.required("PolicyDocument")
+	path, desc, tags := read(rd, readPath), read(rd, readDescription), read(rd, readTags)
+	if aerr := rd.finish(); aerr != nil {
 		return nil, aerr
 	}
 	if aerr := checkPolicy(doc, permissionsPolicy); aerr != nil {
@@ -318,11 +292,9 @@ func (i *IAM) createPolicy(r *protocol.Request) (any, *protocol.Error) {
 
 // withPolicy reads PolicyArn and runs do on the policy it names, locked.
 func (i *IAM) withPolicy(r *protocol.Request, do func(ref policyRef) (any, *protocol.Error)) (any, *protocol.Error) {
-	arn, aerr := required(r.Params, "PolicyArn")
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := r.Params.Finish(); aerr != nil {
+	rd := &reading{p: r.Params}
+	arn := rd.required("PolicyArn")
+	if aerr := rd.finish(); aerr != nil {
 		return nil, aerr
 	}
 	i.mu.Lock()

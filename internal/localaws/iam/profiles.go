@@ -56,20 +56,9 @@ func (i *IAM) profileXML(p *profile) instanceProfileXML {
 }
 
 func (i *IAM) createInstanceProfile(r *protocol.Request) (any, *protocol.Error) {
-	p := r.Params
-	name, aerr := requiredName(p, "InstanceProfileName", 128)
-	if aerr != nil {
-		return nil, aerr
-	}
-	path, aerr := readPath(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	tags, aerr := readTags(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := p.Finish(); aerr != nil {
+	rd := &reading{p: r.Params}
+	name, path, tags := rd.name("InstanceProfileName", 128), read(rd, readPath), read(rd, readTags)
+	if aerr := rd.finish(); aerr != nil {
 		return nil, aerr
 	}
 	held := i.hasRole(name)
@@ -86,16 +75,8 @@ func (i *IAM) createInstanceProfile(r *protocol.Request) (any, *protocol.Error) 
 // withProfile reads InstanceProfileName and, when the rest of the request reads well,
 // runs do with the profile (an implicit one made a record), locked.
 func (i *IAM) withProfile(p *protocol.Params, rest func() *protocol.Error, do func(prof *profile) (any, *protocol.Error)) (any, *protocol.Error) {
-	name, aerr := requiredName(p, "InstanceProfileName", 128)
+	name, aerr := readNamed(p, "InstanceProfileName", 128, rest)
 	if aerr != nil {
-		return nil, aerr
-	}
-	if rest != nil {
-		if aerr := rest(); aerr != nil {
-			return nil, aerr
-		}
-	}
-	if aerr := p.Finish(); aerr != nil {
 		return nil, aerr
 	}
 	held := i.hasRole(name)
@@ -147,8 +128,7 @@ func (i *IAM) addRoleToInstanceProfile(r *protocol.Request) (any, *protocol.Erro
 
 func (i *IAM) removeRoleFromInstanceProfile(r *protocol.Request) (any, *protocol.Error) {
 	var roleName string
-	return i.withProfile(r.Params, func() *protocol.Error {
-		var aerr *protocol.Error
+	return i.withProfile(r.Params, func() (aerr *protocol.Error) {
 		roleName, aerr = requiredName(r.Params, "RoleName", 64)
 		return aerr
 	}, func(prof *profile) (any, *protocol.Error) {

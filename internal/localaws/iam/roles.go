@@ -86,32 +86,11 @@ func readDescription(p *protocol.Params) (*string, *protocol.Error) {
 
 func (i *IAM) createRole(r *protocol.Request) (any, *protocol.Error) {
 	p := r.Params
-	name, aerr := requiredName(p, "RoleName", 64)
-	if aerr != nil {
-		return nil, aerr
-	}
-	doc, aerr := required(p, "AssumeRolePolicyDocument")
-	if aerr != nil {
-		return nil, aerr
-	}
-	path, aerr := readPath(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	desc, aerr := readDescription(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	session, aerr := maxSessionDuration(p)
-	if aerr != nil {
-		return nil, aerr
-	}
-	tags, aerr := readTags(p)
-	if aerr != nil {
-		return nil, aerr
-	}
+	rd := &reading{p: p}
+	name, doc := rd.name("RoleName", 64), rd.required("AssumeRolePolicyDocument")
+	path, desc, session, tags := read(rd, readPath), read(rd, readDescription), read(rd, maxSessionDuration), read(rd, readTags)
 	boundary, _ := p.Str("PermissionsBoundary")
-	if aerr := p.Finish(); aerr != nil {
+	if aerr := rd.finish(); aerr != nil {
 		return nil, aerr
 	}
 	if aerr := checkPolicy(doc, trustPolicy); aerr != nil {
@@ -147,16 +126,8 @@ func (i *IAM) createRole(r *protocol.Request) (any, *protocol.Error) {
 // withRole reads the request's role and, when the rest of the request reads well
 // (rest, then Finish), runs do with the role's record, locked.
 func (i *IAM) withRole(p *protocol.Params, rest func() *protocol.Error, do func(r *role, held bool) (any, *protocol.Error)) (any, *protocol.Error) {
-	name, aerr := requiredName(p, "RoleName", 64)
+	name, aerr := readNamed(p, "RoleName", 64, rest)
 	if aerr != nil {
-		return nil, aerr
-	}
-	if rest != nil {
-		if aerr := rest(); aerr != nil {
-			return nil, aerr
-		}
-	}
-	if aerr := p.Finish(); aerr != nil {
 		return nil, aerr
 	}
 	held := i.hasRole(name)
@@ -175,34 +146,22 @@ func (i *IAM) getRole(r *protocol.Request) (any, *protocol.Error) {
 }
 
 func (i *IAM) deleteRole(r *protocol.Request) (any, *protocol.Error) {
-	name, aerr := requiredName(r.Params, "RoleName", 64)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := r.Params.Finish(); aerr != nil {
-		return nil, aerr
-	}
-	held := i.hasRole(name)
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if !i.existsLocked(name, held) {
-		return nil, noSuchRole(name)
-	}
-	rec := i.roles[name]
-	inProfile := held
-	for _, p := range i.profiles {
-		inProfile = inProfile || p.role == name
-	}
-	switch {
-	case inProfile:
-		return nil, deleteConflict("Cannot delete entity, must remove roles from instance profile first.")
-	case rec != nil && len(rec.managed) > 0:
-		return nil, deleteConflict("Cannot delete entity, must detach all policies first.")
-	case rec != nil && len(rec.inline) > 0:
-		return nil, deleteConflict("Cannot delete entity, must delete policies first.")
-	}
-	delete(i.roles, name)
-	return nil, nil
+	return i.withRole(r.Params, nil, func(rec *role, held bool) (any, *protocol.Error) {
+		inProfile := held
+		for _, p := range i.profiles {
+			inProfile = inProfile || p.role == rec.name
+		}
+		switch {
+		case inProfile:
+			return nil, deleteConflict("Cannot delete entity, must remove roles from instance profile first.")
+		case len(rec.managed) > 0:
+			return nil, deleteConflict("Cannot delete entity, must detach all policies first.")
+		case len(rec.inline) > 0:
+			return nil, deleteConflict("Cannot delete entity, must delete policies first.")
+		}
+		delete(i.roles, rec.name)
+		return nil, nil
+	})
 }
 
 func (i *IAM) updateRole(r *protocol.Request) (any, *protocol.Error) {
