@@ -29,7 +29,8 @@ func Get(name string) (Cluster, error) {
 
 func describe(dir string, s *controlplane.State) Cluster {
 	c := Cluster{Name: s.Name, Running: s.Running() && s.Ready, Network: string(s.Network), Endpoint: s.Endpoint,
-		Kubeconfig: s.Kubeconfig, StateDir: dir, LogDir: filepath.Join(dir, "logs"), Nodes: readNodes(dir)}
+		Kubeconfig: s.Kubeconfig, StateDir: dir, LogDir: filepath.Join(dir, "logs"), Nodes: readNodes(dir),
+		NodeGroupKubelet: readGroupKubelet(dir)}
 	if s.Running() {
 		c.PID = s.Owner.PID
 	}

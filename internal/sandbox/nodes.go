@@ -105,12 +105,13 @@ func (s *Sandbox) ensureLauncher(ctx context.Context, rep *progress.Reporter) (*
 		rep = progress.NewReporter(nil)
 	}
 	o := s.opts.Nodes
-	if o.Count == 0 && o.Kubelet == "" && s.opts.NodeGroupKubelet != "" {
-		o.Kubelet = s.opts.NodeGroupKubelet
+	group := s.opts.groupKubelet.Kubelet
+	if o.Count == 0 && o.Kubelet == "" && group != "" {
+		o.Kubelet = group
 	}
 	l, err := launcher.New(ctx, launcher.Config{
 		Cluster: s.cluster, Controller: s.controller, BinDir: s.opts.BinDir,
-		Kubelet: o.Kubelet, Identity: o.Identity,
+		Kubelet: o.Kubelet, GroupKubelet: group, Identity: o.Identity,
 		ImageArchives: func(binDir string) ([]string, error) { return imageArchives(binDir, s.cluster.StateDir()) },
 		Log:           s.log,
 	}, rep)

@@ -41,6 +41,9 @@ func (c Cluster) WriteSummary(w io.Writer, detached bool) {
 	fmt.Fprintf(w, "  API server:  %s\n", c.Endpoint)
 	fmt.Fprintf(w, "  kubeconfig:  %s\n", c.Kubeconfig)
 	fmt.Fprintf(w, "  logs:        %s\n", c.LogDir)
+	if k := c.NodeGroupKubelet; k != nil {
+		fmt.Fprintf(w, "  node groups: %s\n", k)
+	}
 	if a := c.AWS; a != nil {
 		fmt.Fprintf(w, "  local AWS:   %s (every service; profile %s, CA %s)\n", a.Endpoint, a.Profile, a.CABundle)
 		fmt.Fprintf(w, "Use it with:  eval \"$(nodejoin aws-env --name %s)\"; aws --endpoint-url \"$AWS_ENDPOINT_URL\" sts get-caller-identity\n", c.Name)

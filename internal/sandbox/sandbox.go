@@ -64,8 +64,11 @@ type Options struct {
 	// Nodes are the nodes Start launches, and the defaults of AddNodes.
 	Nodes NodeOptions
 	// NodeGroupKubelet is what plays the kubelets of instances the local cloud's Auto
-	// Scaling groups launch: "sim" (the default) or "real".
+	// Scaling groups launch: "auto" (the default: real where this machine can run real
+	// kubelets, else sim), "real" (an error where it cannot) or "sim".
 	NodeGroupKubelet instance.KubeletKind
+	// groupKubelet is NodeGroupKubelet resolved, by complete.
+	groupKubelet KubeletChoice
 	// InstanceLimit caps the local account's running instances for Auto Scaling's
 	// launches (0: no cap), to see launch failures and the InstanceLimitExceeded
 	// health issue.
@@ -188,6 +191,9 @@ type Cluster struct {
 	// AWS is how to reach the cluster's local AWS from the host (one endpoint for every
 	// service); nil before its controller started.
 	AWS *AWSAccess `json:"aws,omitempty"`
+	// NodeGroupKubelet is what plays the kubelets of node groups' instances and why;
+	// nil for a cluster that recorded none.
+	NodeGroupKubelet *KubeletChoice `json:"nodeGroupKubelet,omitempty"`
 }
 
 // AWSAccess is how to reach a cluster's local AWS from the host.
@@ -219,8 +225,8 @@ func (o *Options) complete() error {
 	if o.InstanceLimit < 0 {
 		return &OptionError{"instance-limit", fmt.Sprint(o.InstanceLimit), "want 0 (no limit) or more"}
 	}
-	if k := o.NodeGroupKubelet; k != "" && k != instance.KubeletSim && k != instance.KubeletReal {
-		return &OptionError{"nodegroup-kubelet", string(k), "want real or sim"}
+	if err := o.resolveGroupKubelet(); err != nil {
+		return err
 	}
 	if d := o.DHCPDomainName; d != "" && localaws.ValidateDHCPDomainName(d) != nil {
 		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}

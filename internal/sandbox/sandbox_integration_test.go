@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,11 +65,21 @@ func TestSandboxWithSimulatedKubelets(t *testing.T) {
 			t.Errorf("no %s event for %s %s among %+v", want.Kind, want.Node, want.Step, events)
 		}
 	}
+	// On the loopback network node groups cannot have real kubelets: up says so.
+	if !slices.ContainsFunc(events, func(e Event) bool {
+		return e.Kind == Note && strings.HasPrefix(e.Detail, "node groups' instances get simulated kubelets (auto: real kubelets need") &&
+			strings.Contains(e.Detail, "network namespace")
+	}) {
+		t.Errorf("no note on the node groups' kubelets among %+v", events)
+	}
 	mu.Unlock()
 
 	got, err := Get("sbx")
 	if err != nil || !got.Running || len(got.Nodes) != 2 {
 		t.Errorf("Get = %+v, %v", got, err)
+	}
+	if k := got.NodeGroupKubelet; k == nil || k.Kubelet != "sim" || k.Asked != NodeGroupKubeletAuto {
+		t.Errorf("Get: node groups' kubelet %+v, want sim chosen by auto", k)
 	}
 	if cs, err := List(); err != nil || len(cs) != 1 || cs[0].Name != "sbx" {
 		t.Errorf("List = %+v, %v", cs, err)

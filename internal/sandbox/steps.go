@@ -73,11 +73,15 @@ func (controllerStep) Name() string { return "starting nodejoin-controller" }
 func (controllerStep) Run(ctx context.Context, s *state) error {
 	return s.progress.Timed("starting nodejoin-controller", func() error {
 		sb := s.sandbox
+		s.progress.Note("node groups' instances get " + sb.opts.groupKubelet.String())
+		if err := writeGroupKubelet(sb.opts.StateDir, sb.opts.groupKubelet); err != nil {
+			return err
+		}
 		c, err := controller.Start(ctx, controller.Config{Cluster: sb.cluster,
 			// The local cloud's Auto Scaling groups launch local instances.
 			Launcher: &asgAdapter{
 				ensure:  func(ctx context.Context) (*launcher.Launcher, error) { return sb.ensureLauncher(ctx, nil) },
-				current: sb.currentLauncher, kubelet: sb.opts.NodeGroupKubelet,
+				current: sb.currentLauncher, kubelet: sb.opts.groupKubelet.Kubelet,
 			},
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName})

@@ -69,10 +69,12 @@ func (s *Sandbox) Info() Cluster {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cluster
+	gk := s.opts.groupKubelet
 	return Cluster{
 		Name: c.Name(), Running: true, PID: os.Getpid(), Network: string(c.Options().Network),
 		Endpoint: c.Endpoint(), Kubeconfig: c.KubeconfigPath(), StateDir: c.StateDir(),
 		LogDir: filepath.Join(c.StateDir(), "logs"), Nodes: append([]Node{}, s.nodes...), AWS: s.awsAccess(),
+		NodeGroupKubelet: &gk,
 	}
 }
 

@@ -148,7 +148,7 @@ func TestNodeGroupScaleSimulated(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-ngscale"
 	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-	c.run("up", "--name", name, "--nodes", "0", "--kubelet", "sim", "--detach")
+	c.run("up", "--name", name, "--nodes", "0", "--kubelet", "sim", "--nodegroup-kubelet", "sim", "--detach")
 	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
 	client, _ := adminClient(t, kubeconfig)
 
@@ -314,7 +314,7 @@ func TestNodeGroupUpgradeHonoursPDB(t *testing.T) {
 	c := newCLI(t)
 	name := "e2e-ngupgrade"
 	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-	c.run("up", "--name", name, "--nodes", "0", "--kubelet", "sim", "--detach")
+	c.run("up", "--name", name, "--nodes", "0", "--kubelet", "sim", "--nodegroup-kubelet", "sim", "--detach")
 	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
 	client, _ := adminClient(t, kubeconfig)
 	ctx := t.Context()

@@ -70,7 +70,7 @@ func upCommand() *cobra.Command {
 	f.StringVar((*string)(&o.nodes.AMIFamily), "ami-family", string(sandbox.DefaultAMIFamily), "user-data format: AmazonLinux2023 (NodeConfig), AmazonLinux2 (bootstrap.sh) or Bottlerocket (TOML)")
 	f.StringVar((*string)(&o.nodes.Identity), "identity", string(instance.IdentityAWSIAM), "how kubelets authenticate: aws-iam (instance-role token, NodeAccessEntry) or bootstrap-token (TLS bootstrapping)")
 	f.StringVar((*string)(&o.nodes.Kubelet), "kubelet", "", "real (containerd and the real kubelet in each instance; root) or sim (simulated kubelets); default real when possible")
-	f.StringVar((*string)(&o.nodeGroupKubelet), "nodegroup-kubelet", "sim", "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: sim or real (root)")
+	f.StringVar((*string)(&o.nodeGroupKubelet), "nodegroup-kubelet", string(sandbox.NodeGroupKubeletAuto), "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: auto (real where this machine can run real kubelets: root and `make deps`; else sim), real or sim")
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")

@@ -15,16 +15,10 @@ import (
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
-// resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
-// otherwise sim, with the reason.
-func resolveKubelet(asked instance.KubeletKind, network controlplane.Network) (instance.KubeletKind, string, error) {
-	switch asked {
-	case instance.KubeletSim:
-		return instance.KubeletSim, "", nil
-	case instance.KubeletReal, "":
-	default:
-		return "", "", fmt.Errorf("kubelet %q: want real or sim", asked) // Options validated it
-	}
+// RealKubeletMissing lists what this process lacks to run real kubelets, in the words
+// of a user's fix (root, the cluster's network namespace, the host packages of `make
+// deps`, the kubelet of `make tools` in binDir); empty when real kubelets can run.
+func RealKubeletMissing(network controlplane.Network, binDir string) []string {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
@@ -40,6 +34,26 @@ func resolveKubelet(asked instance.KubeletKind, network controlplane.Network) (i
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		missing = append(missing, "the CNI plugins in /usr/lib/cni")
 	}
+	if binDir == "" {
+		binDir = toolbin.Dir()
+	}
+	if _, err := toolbin.Find(binDir, toolbin.Kubelet); err != nil {
+		missing = append(missing, "the kubelet in "+binDir+" (`make tools`)")
+	}
+	return missing
+}
+
+// resolveKubelet picks the kubelet kind: real when this process can run real kubelets,
+// otherwise sim, with the reason.
+func resolveKubelet(asked instance.KubeletKind, network controlplane.Network, binDir string) (instance.KubeletKind, string, error) {
+	switch asked {
+	case instance.KubeletSim:
+		return instance.KubeletSim, "", nil
+	case instance.KubeletReal, "":
+	default:
+		return "", "", fmt.Errorf("kubelet %q: want real or sim", asked) // Options validated it
+	}
+	missing := RealKubeletMissing(network, binDir)
 	if len(missing) == 0 {
 		return instance.KubeletReal, "", nil
 	}

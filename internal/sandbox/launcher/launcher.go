@@ -47,6 +47,10 @@ type Config struct {
 	// Kubelet is the kind asked for; "" means real when this process can run real
 	// kubelets.
 	Kubelet instance.KubeletKind
+	// GroupKubelet is the kind Auto Scaling's instances get (GroupInstance.Kubelet),
+	// resolved already; real makes New find the real kubelet's binaries even when Run's
+	// nodes are simulated.
+	GroupKubelet instance.KubeletKind
 	// Identity is how the nodes authenticate.
 	Identity instance.Identity
 	// ImageArchives lists the image archives real nodes import, given BinDir.
@@ -87,7 +91,11 @@ func (lr *Launcher) Close(ctx context.Context) error { return lr.prov.Close(ctx)
 // starts the instance provider. Close terminates what it launched.
 func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, error) {
 	c := cfg.Cluster
-	kind, why, err := resolveKubelet(cfg.Kubelet, c.Options().Network)
+	binDir := cfg.BinDir
+	if binDir == "" {
+		binDir = toolbin.Dir()
+	}
+	kind, why, err := resolveKubelet(cfg.Kubelet, c.Options().Network, binDir)
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +106,9 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 	if err != nil {
 		return nil, err
 	}
-	binDir := cfg.BinDir
-	if binDir == "" {
-		binDir = toolbin.Dir()
-	}
+	anyReal := kind == instance.KubeletReal || cfg.GroupKubelet == instance.KubeletReal
 	kubeletPath, containerdPath := "", ""
-	if kind == instance.KubeletReal {
+	if anyReal {
 		if kubeletPath, err = toolbin.Find(binDir, toolbin.Kubelet); err != nil {
 			return nil, err
 		}
@@ -112,7 +117,7 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		}
 	}
 	images := func() ([]string, error) { return cfg.ImageArchives(binDir) }
-	if kind == instance.KubeletReal {
+	if anyReal {
 		if a, err := images(); err == nil && len(a) == 0 {
 			rep.Note("no image archives in " + filepath.Join(binDir, "images") + " (`make images` builds them): pods on the nodes cannot start until images are loaded")
 		}
