@@ -17,7 +17,9 @@ func TestApproveOnlyLeavesSigningToAnotherSigner(t *testing.T) {
 	clientset := fake.NewClientset(c)
 	ctrl := &Controller{
 		Client: clientset,
-		Policy: &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) { return true, nil }},
+		Policy: &Policy{Inventory: instances, Review: func(context.Context, *certificatesv1.CertificateSigningRequest, string) (bool, error) {
+			return true, nil
+		}},
 	}
 	if err := ctrl.Settle(t.Context(), c.DeepCopy()); err != nil {
 		t.Fatal(err)

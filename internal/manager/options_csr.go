@@ -52,3 +52,13 @@ func (c *csrOptions) signs() bool { return c.mode == CSRSign }
 func (c *csrOptions) config(cfg *Config) {
 	cfg.ApproveOnly = c.mode == CSRApprove
 }
+
+// csrController says whether the leader runs the CSR controller: to sign, or only to
+// approve.
+func (cfg *Config) csrController() bool { return cfg.Signer != nil || cfg.ApproveOnly }
+
+// runsNothing says whether no part is configured: no CSR controller, no webhook, no
+// add-ons and no node groups.
+func (cfg *Config) runsNothing() bool {
+	return !cfg.csrController() && cfg.WebhookListener == nil && cfg.Addons == nil && cfg.NodeGroups == nil
+}

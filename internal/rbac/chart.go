@@ -33,7 +33,9 @@ func ForLeaseHolder(sa *rbacv1.Subject, lease string) Objects {
 	tm := func(kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
 	}
-	ref := func(kind string) rbacv1.RoleRef { return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name} }
+	ref := func(kind string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name}
+	}
 	return Objects{
 		ClusterRoles: []*rbacv1.ClusterRole{{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

@@ -69,7 +69,6 @@ spec:
             {{- end }}
             - --metrics-bind-address=:{{ $.Values.metricsPort }}
             - --health-probe-bind-address=:{{ $.Values.healthPort }}
-            - --log-format={{ $.Values.logFormat }}
           env:
             - name: POD_NAME
               valueFrom:
