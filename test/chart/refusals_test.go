@@ -20,7 +20,7 @@ func TestSchemaRefusesWrongValuesWithTheirPath(t *testing.T) {
 		{"unknown add-on", "addons.names={kube-proxy,vpc-cni}", "/addons/names/1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errOut, code := run(t, "template", release, chartDir, "--namespace", namespace, "--values", values("approver"), "--set", tt.set)
+			out, errOut, code := run(t, "template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion, "--values", values("approver"), "--set", tt.set)
 			if code == 0 {
 				t.Fatalf("--set %s rendered:\n%.300s", tt.set, out)
 			}
@@ -52,7 +52,7 @@ func TestTemplatesRefuseUnsafeCombinationsNamingTheValue(t *testing.T) {
 		{"kube-proxy without endpoint", []string{"--set", "addons.enabled=true"}, "addons.apiserverEndpoint is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"template", release, chartDir, "--namespace", namespace, "--values", values("approver")}, tt.args...)
+			args := append([]string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion, "--values", values("approver")}, tt.args...)
 			_, errOut, code := run(t, args...)
 			if code == 0 || !strings.Contains(errOut, tt.want) {
 				t.Errorf("exit %d, message %q; want a refusal containing %q", code, errOut, tt.want)
