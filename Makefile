@@ -29,7 +29,7 @@ tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, the CNI plugins l
 	@$(MAKE) --no-print-directory images
 
 .PHONY: images
-images: build-netagent ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS, nodejoin-netagent) into bin/images/ from bin/ and pinned Debian packages
+images: build-netagent ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS, nodejoin-netagent, nodejoin-controller) into bin/images/ from bin/ and pinned Debian packages
 	$(GO) run ./hack/images
 
 # The aws-node image's commands are static: they run in an image without a C library,
@@ -91,7 +91,7 @@ $(BIN)/golangci-lint: Makefile
 	@touch $@
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry and NodeGroup CRDs (api/, deploy/crds/) with controller-gen
+generate: $(BIN)/controller-gen ## Generate deep copies, the CRDs (controller-gen), the chart's RBAC from internal/rbac, and deploy/ and the chart's golden files from the chart (pinned helm)
 	$(BIN)/controller-gen object paths=./api/nodejoin/v1alpha1/...
 	@# The CRDs of NodeAccessEntry and NodeGroup only: NodeJoinConfig is user data, not an API object.
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -99,6 +99,10 @@ generate: $(BIN)/controller-gen ## Generate deep copies and the NodeAccessEntry 
 		for crd in nodejoin.io_nodeaccessentries.yaml nodejoin.io_nodegroups.yaml; do \
 			cp "$$tmp/$$crd" api/nodejoin/v1alpha1/crds/ && cp "$$tmp/$$crd" deploy/crds/ || exit 1; \
 		done
+	@# The chart's RBAC, FlowSchema and CRDs from internal/rbac; then deploy/ from the chart.
+	$(GO) test -count=1 ./internal/rbac -run '^TestChartAndCRDsMatchCode$$' -update
+	@hack/build-tools.sh helm
+	$(GO) test -count=1 ./test/chart -run '^(TestDeployIsRenderedFromTheChart|TestTemplateGoldenEveryMode)$$' -update
 
 $(BIN)/controller-gen: Makefile
 	@mkdir -p $(BIN)

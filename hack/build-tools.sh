@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the Kubernetes v1.37.1 commands, agnhost, e2e.test and
 # ginkgo from hack/tools, etcd from hack/tools/etcd, CoreDNS from hack/tools/coredns, the
-# CNI plugins loopback and portmap (for the aws-node image) from hack/tools/cniplugins, and
-# eksctl (a real client of the local AWS in e2e tests) from its pinned release's module source.
+# CNI plugins loopback and portmap (for the aws-node image) from hack/tools/cniplugins,
+# eksctl (a real client of the local AWS in e2e tests) and helm (charts/ is linted and
+# rendered with it, and deploy/ generated from it) from their pinned releases' module source.
 #
 #   hack/build-tools.sh            every tool (what `make tools` runs)
 #   hack/build-tools.sh NAME...    only these (for example: e2e.test ginkgo)
@@ -25,12 +26,15 @@ cache="${NODEJOIN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin/tools}"
 keep=3
 
 # Every tool, in build order: what a cluster runs first, the large test binary last.
-all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns loopback portmap agnhost ginkgo e2e.test eksctl)
+all=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy kubectl etcd coredns loopback portmap agnhost ginkgo e2e.test eksctl helm)
 
 # eksctl's pinned release. Its go.mod carries replace directives, so `go install
 # github.com/weaveworks/eksctl/cmd/eksctl@VERSION` refuses it; its module source (verified
 # against the checksum database like any module) is copied and built with -mod=mod.
 eksctl_version=v0.230.0
+# helm's pinned release (Helm 4; charts/ stays apiVersion v2, which Helm 3 installs too).
+# Its go.mod has no replace directives: it builds in the module cache as downloaded.
+helm_version=v4.3.1
 
 # The Kubernetes binaries share CGO_ENABLED=0, -trimpath and no build tags, so their
 # packages are compiled once into the Go build cache and a further binary mostly links.
@@ -107,6 +111,15 @@ recipe() {
       ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.PreReleaseID="
       ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.gitCommit=$(sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{7\}\).*/\1/p' <<<"$info")"
       ldflags+=" -X github.com/weaveworks/eksctl/pkg/version.buildDate=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",$/\1/p' <<<"$info")")" ;;
+    helm)
+      local info
+      info=$(env -C / GOFLAGS= go mod download -json "helm.sh/helm/v4@$helm_version")
+      mod=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+      [ -n "$mod" ] || { echo "tools: cannot download helm $helm_version" >&2; exit 1; }
+      pkg=./cmd/helm
+      # `helm version` reports the release, as helm's Makefile sets it (the module proxy
+      # gives no commit).
+      ldflags+=" -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" ;;
     *) echo "tools: unknown tool $1" >&2; usage ;;
   esac
 }
@@ -129,7 +142,7 @@ fast_key() {
 # exact_key hashes the recipe, the toolchain and every module version (and replacement)
 # the binary is compiled from, plus the contents of the local files among its sources.
 exact_key() {
-  if [ "$name" = eksctl ]; then
+  if [ "$name" = eksctl ] || [ "$name" = helm ]; then
     # A released module's source never changes (the checksum database pins it): the
     # recipe, toolchain, go.mod and go.sum hashed by fast_key name it exactly.
     fast_key

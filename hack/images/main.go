@@ -1,10 +1,10 @@
 // Command images builds the container images local clusters use into bin/images/ (run
 // by `make tools`): no image can be pulled on the machines nodejoin runs on, so the pause
 // image, agnhost (also tagged as agnhost:2.55 and glibc-dns-testing, which upstream's
-// tests use), busybox, kube-proxy, nodejoin-netagent (aws-node) and CoreDNS are assembled here from the binaries in
-// bin/ and from pinned Debian packages (images/debian-packages.txt), and written as
-// docker-save archives under their upstream names. Every node's containerd imports them
-// at launch.
+// tests use), busybox, kube-proxy, nodejoin-netagent (aws-node), CoreDNS and
+// nodejoin-controller (controller.go) are assembled here from the binaries in bin/ and
+// from pinned Debian packages (images/debian-packages.txt), and written as docker-save
+// archives under their upstream names. Every node's containerd imports them at launch.
 //
 // Each image is keyed by a hash of its inputs (the binaries' SHA256s, the pins of the
 // Debian packages it uses, its tags and configuration, and builderVersion) and cached
@@ -131,10 +131,18 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	}
 
 	pause := filepath.Join(scratch, "pause")
-	if err := goBuild(ctx, pause, "-X main.version=v"+pauseVersion, "./images/pause"); err != nil {
+	if err := goBuild(ctx, pause, "-X main.version=v"+pauseVersion, "github.com/nodejoin/nodejoin/images/pause"); err != nil {
 		return err
 	}
-	imgs := images(b, pause)
+	// The controller's binary is an input like pause's, built only when its image is
+	// wanted (its link takes seconds).
+	ctrl := filepath.Join(scratch, "nodejoin-controller")
+	if *only == "" || contains(strings.Split(*only, ","), "nodejoin-controller") {
+		if err := buildController(ctx, ctrl); err != nil {
+			return err
+		}
+	}
+	imgs := append(images(b, pause), controllerImageSpec(ctrl))
 	start := time.Now()
 	for i, img := range imgs {
 		if *only != "" && !contains(strings.Split(*only, ","), img.name) {

@@ -87,6 +87,14 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 			"--cluster-signing-kubelet-client-key-file=" + p.CA.Key,
 		}
 	}
+	if c.opts.KubeletSigners {
+		upstream = append(upstream,
+			"--cluster-signing-kubelet-serving-cert-file="+p.CA.Cert, "--cluster-signing-kubelet-serving-key-file="+p.CA.Key)
+		if !c.opts.UpstreamKubeletClientCSRs {
+			upstream = append(upstream,
+				"--cluster-signing-kubelet-client-cert-file="+p.CA.Cert, "--cluster-signing-kubelet-client-key-file="+p.CA.Key)
+		}
+	}
 	return c.startComponent(ctx, toolbin.KubeControllerManager, controllerManagerPort, func(port int) []string {
 		return append(append([]string{bin,
 			"--kubeconfig=" + kubeconfig,

@@ -107,6 +107,10 @@ type Options struct {
 	// nodejoin-controller: the baseline `nodejoin bench join --baseline kcm` measures
 	// against. Serving certificates stay nodejoin-controller's either way.
 	UpstreamKubeletClientCSRs bool
+	// KubeletSigners makes kube-controller-manager sign for both kubelet signers with
+	// the cluster CA while its approver stays off: nodejoin-controller --csr=approve
+	// (the chart's default) approves, and no CA key is in the controller.
+	KubeletSigners bool
 	// Profiling serves kube-apiserver's /debug/pprof/ (its --profiling) to clients
 	// with the cluster-admin role: `nodejoin bench join --profile` reads its CPU
 	// profile during the burst. Off by default, as in upstream's hardening guides.

@@ -39,6 +39,8 @@ type Controller struct {
 	// Client writes decisions and certificates.
 	Client kubernetes.Interface
 	Policy *Policy
+	// Signer issues approved CSRs; nil approves and denies only (another signer, such
+	// as kube-controller-manager's csrsigning, issues every approved CSR).
 	Signer *Signer
 	Log    *slog.Logger
 	// OnIssued, when set, is called after a certificate was stored on a CSR.
@@ -247,6 +249,9 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		if err != nil || d == nil {
 			return err
 		}
+		if d, err = c.claimBeforeApproval(ctx, csr, d); err != nil {
+			return err
+		}
 		cond := certificatesv1.CertificateSigningRequestCondition{
 			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: d.Reason, Message: d.Message,
 			LastUpdateTime: metav1.Now(),
@@ -272,6 +277,13 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		if d.Approve {
 			approval = d
 		}
+	}
+	if c.Signer == nil {
+		// Approval only: kube-controller-manager's signer issues what was approved.
+		if approval != nil {
+			c.event(csr, true, "Decide", "Approved", "approved ("+approval.Message+"); kube-controller-manager's signer issues the certificate")
+		}
+		return nil
 	}
 	if !Signable(csr) {
 		return nil

@@ -90,6 +90,7 @@ type Config struct {
 	// Signer, when set, turns on CSR approval and signing (on the leader), checking
 	// serving certificates against Nodes.
 	Signer        *csr.Signer
+	ApproveOnly   bool // approve or deny without a Signer: kube-controller-manager signs
 	Nodes         csr.Inventory
 	MaxExpiration time.Duration
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
@@ -263,9 +264,9 @@ func (cfg *Config) complete() error {
 	switch {
 	case cfg.REST == nil:
 		return errors.New("no cluster configuration")
-	case cfg.Signer == nil && cfg.WebhookListener == nil:
+	case cfg.runsNothing():
 		return errors.New("nothing to run: neither CSR signing nor the webhook is configured")
-	case cfg.Signer != nil && cfg.Nodes == nil:
+	case cfg.csrController() && cfg.Nodes == nil:
 		return errors.New("CSR approval needs an instance inventory")
 	case cfg.WebhookListener != nil && (cfg.Verifier == nil || cfg.Instances == nil || cfg.WebhookTLS == nil):
 		return errors.New("the webhook needs a token verifier, an instance inventory and a serving certificate")
@@ -427,7 +428,7 @@ func addServers(cfg *Config, mgr ctrl.Manager, ready healthz.Checker) error {
 // initializer, the NodeGroup controller and the cleanup of expired bootstrap tokens.
 func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) error {
 	rec := mgr.GetEventRecorder(Component)
-	if cfg.Signer != nil {
+	if cfg.csrController() {
 		ttl := cfg.AccessReviewTTL
 		if ttl == 0 {
 			ttl = DefaultAccessReviewTTL

@@ -70,13 +70,14 @@ type Options struct {
 	kubeAPIBurst                          int
 	addons                                addonOptions
 	nodegroups                            nodeGroupOptions
+	csr                                   csrOptions
 }
 
 // AddFlags binds the flags of `nodejoin-controller run` to f.
 func (o *Options) AddFlags(f *pflag.FlagSet) {
 	o.commonFlags(f)
-	f.StringVar(&o.caCert, "ca-cert", "", "PEM certificate of the CA that signs kubelet certificates (required)")
-	f.StringVar(&o.caKey, "ca-key", "", "PEM private key of that CA (required)")
+	f.StringVar(&o.caCert, "ca-cert", "", "PEM certificate of the CA that signs kubelet certificates (required with --csr=sign)")
+	f.StringVar(&o.caKey, "ca-key", "", "PEM private key of that CA (required with --csr=sign)")
 	f.StringVar(&o.servingCACert, "serving-ca-cert", "", "a separate CA for kubelet serving certificates (optional)")
 	f.StringVar(&o.servingCA, "serving-ca-key", "", "its private key")
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
@@ -97,13 +98,14 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start (needs RBAC rights the deployed controller does not have)")
 	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition (and NodeGroup's, with --nodegroups) at start")
 	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege roles (with --install-rbac)")
-	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 10*time.Minute, "how often expired bootstrap tokens are deleted (0: never)")
+	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 0, "how often expired bootstrap tokens are deleted (0: never, the default: kube-controller-manager's tokencleaner deletes them; needs list and delete of Secrets in kube-system, which deploy/ does not grant)")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", "", "serve /healthz and /readyz at http://ADDR (default: off)")
 	// The flag's name before it followed controller-runtime's.
 	f.StringVar(&o.healthAddr, "health-bind-address", "", "serve /healthz and /readyz at http://ADDR")
 	_ = f.MarkDeprecated("health-bind-address", "use --health-probe-bind-address")
 	o.addons.register(f)
 	o.nodegroups.register(f)
+	o.csr.register(f)
 }
 
 // AddWebhookFlags binds the flags of `nodejoin-controller webhook` to f.
@@ -140,8 +142,10 @@ func (o *Options) commonFlags(f *pflag.FlagSet) {
 func (o *Options) validate(signing bool) error {
 	webhook := o.webhookListen != ""
 	switch {
-	case signing && (o.caCert == "" || o.caKey == ""):
-		return errors.New("--ca-cert and --ca-key are required: the CA that signs kubelet certificates")
+	case signing && o.csr.validate() != nil:
+		return o.csr.validate()
+	case signing && o.csr.signs() && (o.caCert == "" || o.caKey == ""):
+		return errors.New("--ca-cert and --ca-key are required with --csr=sign: the CA that signs kubelet certificates (--csr=approve leaves signing to kube-controller-manager)")
 	case webhook && (o.tlsCert == "" || o.tlsKey == ""):
 		return errors.New("--tls-cert and --tls-key are required: kube-apiserver calls the webhook over HTTPS")
 	case webhook && o.clusterID == "":
@@ -264,9 +268,12 @@ func listen(ctx context.Context, addr, what string) (net.Listener, error) {
 // signingConfig fills in what the CSR controller and its leader election need.
 func (o *Options) signingConfig(cfg *Config) error {
 	var err error
-	if cfg.Signer, err = o.signer(); err != nil {
-		return err
+	if o.csr.signs() {
+		if cfg.Signer, err = o.signer(); err != nil {
+			return err
+		}
 	}
+	o.csr.config(cfg)
 	if o.tokenCleanup > 0 {
 		cfg.TokenCleanupInterval = o.tokenCleanup
 	}
@@ -299,7 +306,7 @@ func (o *Options) signingConfig(cfg *Config) error {
 	if o.retry <= 0 || o.retry >= o.renewDeadline || o.renewDeadline >= o.leaseDuration {
 		return fmt.Errorf("leader election: want 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retry, o.renewDeadline, o.leaseDuration)
 	}
-	cfg.LeaderElection = &LeaderElection{Namespace: o.leaseNamespace, Name: rbac.LeaseName, Identity: id,
+	cfg.LeaderElection = &LeaderElection{Namespace: o.leaseNamespace, Name: o.csr.leaseName, Identity: id,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retry}
 	return nil
 }

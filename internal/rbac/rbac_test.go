@@ -13,41 +13,24 @@ import (
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/rbac.yaml, deploy/flowschema.yaml and deploy/crds/ from the code")
+var update = flag.Bool("update", false, "rewrite the chart's RBAC, FlowSchema and CRDs (charts/nodejoin-controller) and deploy/crds/ from the code")
 
-// deploy/ ships exactly the roles the controller installs with --install-rbac, bound to
-// its service account, and the CRD it installs with --install-crds.
-func TestDeployManifestsMatchCode(t *testing.T) {
-	rendered, err := For(&ServiceAccount).YAML()
+// The chart ships exactly the roles and CRDs of this code (bound to its service
+// accounts), and deploy/crds/ the CRDs; deploy/'s other files are rendered from the
+// chart (test/chart checks them).
+func TestChartAndCRDsMatchCode(t *testing.T) {
+	files, err := ChartTemplates()
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := append([]byte(nil), nodejoinv1alpha1.NodeAccessEntryCRD...)
-	addonRoles, err := ForAddons(&ServiceAccount).YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeGroupRoles, err := ForNodeGroups(&ServiceAccount).YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	accessPolicyRoles, err := ForAccessPolicies(&ServiceAccount).YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	flowSchema, err := FlowSchemaYAML(&ServiceAccount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string][]byte{
-		"../../deploy/flowschema.yaml":                         flowSchema,
-		"../../deploy/rbac.yaml":                               rendered,
-		"../../deploy/rbac-addons.yaml":                        addonRoles,
-		"../../deploy/rbac-nodegroups.yaml":                    nodeGroupRoles,
-		"../../deploy/rbac-access-policies.yaml":               accessPolicyRoles,
-		"../../deploy/crds/nodejoin.io_nodeaccessentries.yaml": crd,
+	want := map[string][]byte{
+		"../../deploy/crds/nodejoin.io_nodeaccessentries.yaml": nodejoinv1alpha1.NodeAccessEntryCRD,
 		"../../deploy/crds/nodejoin.io_nodegroups.yaml":        nodejoinv1alpha1.NodeGroupCRD,
-	} {
+	}
+	for path, data := range files {
+		want["../../charts/nodejoin-controller/"+path] = data
+	}
+	for path, want := range want {
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
@@ -59,10 +42,10 @@ func TestDeployManifestsMatchCode(t *testing.T) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%v (run go test ./internal/rbac -update)", err)
+			t.Fatalf("%v (run make generate)", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from what the code installs; run go test ./internal/rbac -update", path)
+			t.Errorf("%s differs from what the code installs; run make generate", path)
 		}
 	}
 }
@@ -138,15 +121,9 @@ var usedByTheController = map[grant]string{
 	{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "", "watch"}: "manager.awsAuthCache, manager.forgetOnRBACChange",
 	{"cluster", "rbac.authorization.k8s.io", "clusterroles", "", "list"}:         "manager.forgetOnRBACChange",
 	{"cluster", "rbac.authorization.k8s.io", "clusterroles", "", "watch"}:        "manager.forgetOnRBACChange",
-	// csr.ConfigMapRecord: created on first use (create cannot name a resource), then
-	// read and updated by name.
-	{"kube-system", "", "configmaps", "", "create"}:                                       "csr.ConfigMapRecord.Claim",
+	// csr.ConfigMapRecord: read and updated by name (created empty with the roles).
 	{"kube-system", "", "configmaps", "nodejoin-bootstrap-client-certificates", "get"}:    "csr.ConfigMapRecord",
 	{"kube-system", "", "configmaps", "nodejoin-bootstrap-client-certificates", "update"}: "csr.ConfigMapRecord.Claim",
-	// bootstraptoken.Clean lists token Secrets and deletes expired ones (no create:
-	// the controller mints no tokens).
-	{"kube-system", "", "secrets", "", "list"}:   "bootstraptoken.Clean",
-	{"kube-system", "", "secrets", "", "delete"}: "bootstraptoken.Clean",
 }
 
 func grants(scope string, rules []rbacv1.PolicyRule) []grant {

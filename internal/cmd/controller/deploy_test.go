@@ -53,6 +53,7 @@ var deployKinds = map[string]struct {
 }{
 	"Namespace":           {"v1", false, func() any { return &corev1.Namespace{} }},
 	"ServiceAccount":      {"v1", true, func() any { return &corev1.ServiceAccount{} }},
+	"ConfigMap":           {"v1", true, func() any { return &corev1.ConfigMap{} }},
 	"Service":             {"v1", true, func() any { return &corev1.Service{} }},
 	"Deployment":          {"apps/v1", true, func() any { return &appsv1.Deployment{} }},
 	"PodDisruptionBudget": {"policy/v1", true, func() any { return &policyv1.PodDisruptionBudget{} }},
@@ -418,10 +419,12 @@ func TestDeployManifests(t *testing.T) {
 	if _, ok := flags["webhook-client-ca-file"]; !ok {
 		t.Error("args lack --webhook-client-ca-file: the webhook would serve any client")
 	}
-	for _, secret := range []string{"nodejoin-ca", "nodejoin-webhook-tls"} {
-		if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == secret }) {
-			t.Errorf("no volume mounts Secret %s", secret)
-		}
+	if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "nodejoin-webhook-tls" }) {
+		t.Error("no volume mounts Secret nodejoin-webhook-tls")
+	}
+	// The default install approves only (kube-controller-manager signs): no CA key.
+	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "nodejoin-ca" }) || flags["ca-key"] != "" {
+		t.Error("the default install mounts the CA key (Secret nodejoin-ca, --ca-key); it should approve only (--csr=approve)")
 	}
 
 	// Security: non-root, no privilege escalation, read-only root, all capabilities
