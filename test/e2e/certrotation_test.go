@@ -50,6 +50,9 @@ func issuedCerts(ctx context.Context, client kubernetes.Interface, signer string
 	return out, nil
 }
 
+// serial is a certificate's serial number in hex, as openssl prints it.
+func serial(c *x509.Certificate) string { return fmt.Sprintf("%x", c.SerialNumber) }
+
 func firstCert(data []byte) (*x509.Certificate, error) {
 	for {
 		var block *pem.Block
@@ -98,7 +101,7 @@ func TestCertificatesRenewOnRealKubelet(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 8*lifetime, true, func(ctx context.Context) (bool, error) {
 		if data, err := os.ReadFile(current); err == nil {
 			if cert, err := firstCert(data); err == nil {
-				if s := cert.SerialNumber.String(); len(inUse) == 0 || inUse[len(inUse)-1] != s {
+				if s := serial(cert); len(inUse) == 0 || inUse[len(inUse)-1] != s {
 					inUse = append(inUse, s)
 				}
 			}
@@ -116,7 +119,7 @@ func TestCertificatesRenewOnRealKubelet(t *testing.T) {
 		if servings, err = issuedCerts(ctx, admin, certificatesv1.KubeletServingSignerName); err != nil {
 			return false, err
 		}
-		return len(clients) >= 3 && len(servings) >= 2 && len(inUse) > 0 && inUse[len(inUse)-1] == clients[len(clients)-1].cert.SerialNumber.String(), nil
+		return len(clients) >= 3 && len(servings) >= 2 && len(inUse) > 0 && inUse[len(inUse)-1] == serial(clients[len(clients)-1].cert), nil
 	})
 	logIssued(t, "client", clients, lifetime)
 	logIssued(t, "serving", servings, lifetime)
@@ -139,15 +142,15 @@ func TestCertificatesRenewOnRealKubelet(t *testing.T) {
 		if ic.cert.Subject.CommonName != "system:node:"+n1 {
 			t.Errorf("client certificate %d is for %s", k, ic.cert.Subject.CommonName)
 		}
-		if serials[ic.cert.SerialNumber.String()] {
-			t.Errorf("client certificate %d repeats serial %s", k, ic.cert.SerialNumber)
+		if serials[serial(ic.cert)] {
+			t.Errorf("client certificate %d repeats serial %s", k, serial(ic.cert))
 		}
-		serials[ic.cert.SerialNumber.String()] = true
+		serials[serial(ic.cert)] = true
 		if k > 0 && !ic.requested.Before(clients[k-1].cert.NotAfter) {
 			t.Errorf("client renewal %d was asked for at %s, after the previous certificate expired at %s", k, ic.requested, clients[k-1].cert.NotAfter)
 		}
-		if !slices.Contains(inUse, ic.cert.SerialNumber.String()) {
-			t.Errorf("the kubelet never held client certificate %d (serial %s); it held %v", k, ic.cert.SerialNumber, inUse)
+		if !slices.Contains(inUse, serial(ic.cert)) {
+			t.Errorf("the kubelet never held client certificate %d (serial %s); it held %v", k, serial(ic.cert), inUse)
 		}
 	}
 	for _, s := range inUse {
@@ -161,7 +164,7 @@ func TestCertificatesRenewOnRealKubelet(t *testing.T) {
 			t.Errorf("serving certificate %d requested by %s", k, ic.requester)
 		}
 		if k > 0 && (ic.cert.SerialNumber.Cmp(servings[k-1].cert.SerialNumber) == 0 || !slices.Equal(ic.cert.DNSNames, servings[k-1].cert.DNSNames)) {
-			t.Errorf("serving renewal %d: serial %s, names %v; previous %s, %v", k, ic.cert.SerialNumber, ic.cert.DNSNames, servings[k-1].cert.SerialNumber, servings[k-1].cert.DNSNames)
+			t.Errorf("serving renewal %d: serial %s, names %v; previous %s, %v", k, serial(ic.cert), ic.cert.DNSNames, serial(servings[k-1].cert), servings[k-1].cert.DNSNames)
 		}
 	}
 
@@ -194,7 +197,7 @@ func logIssued(t *testing.T, kind string, certs []issuedCert, lifetime time.Dura
 	t.Helper()
 	for k, ic := range certs {
 		issued := ic.cert.NotAfter.Add(-lifetime)
-		line := fmt.Sprintf("%s certificate %d: CSR %s by %s at %s, serial %x, valid until %s", kind, k, ic.csr, ic.requester, ic.requested.Format(time.TimeOnly), ic.cert.SerialNumber, ic.cert.NotAfter.Format(time.TimeOnly))
+		line := fmt.Sprintf("%s certificate %d: CSR %s by %s at %s, serial %s, valid until %s", kind, k, ic.csr, ic.requester, ic.requested.Format(time.TimeOnly), serial(ic.cert), ic.cert.NotAfter.Format(time.TimeOnly))
 		if k > 0 {
 			prev := certs[k-1].cert.NotAfter.Add(-lifetime)
 			since := ic.requested.Sub(prev)
