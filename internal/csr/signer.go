@@ -21,20 +21,30 @@ type Signer struct {
 	// ServingCA, when set, signs kubelet-serving certificates, so that a serving
 	// certificate can never pass as a client certificate.
 	ServingCA *pki.CA
-	// Duration is the lifetime when the CSR asks for none. Default one year.
+	// Duration is the lifetime when the CSR asks for none, as kubelets' CSRs do.
+	// Default one year. Unlike a CSR's expirationSeconds it may be shorter than 10
+	// minutes (down to MinConfiguredDuration), so that tests can watch renewals.
 	Duration time.Duration
 	// MaxDuration bounds expirationSeconds. Default one year.
 	MaxDuration time.Duration
 	// ClientMaxDuration bounds kubelet client certificates further, whatever the CSR
 	// asks: the kubelet rotates its client certificate long before it expires, and a
-	// stolen one should not outlive a day. Default DefaultClientMaxDuration.
+	// stolen one should not outlive a day. Default DefaultClientMaxDuration; like
+	// Duration, it may go down to MinConfiguredDuration.
 	ClientMaxDuration time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
 
-// backdate allows for clocks that lag the signer's.
+// backdate allows for clocks that lag the signer's (kube-apiserver's, which checks
+// client certificates, and the kubelet's peers'), as kube-controller-manager's signer
+// does. It is at most a tenth of the certificate's lifetime (see backdated).
 const backdate = 5 * time.Minute
+
+// MinConfiguredDuration is the shortest Duration or ClientMaxDuration worth setting:
+// a kubelet renews at 70-90 % of its certificate's life, and a certificate much
+// shorter than a minute could expire before its successor's CSR is settled.
+const MinConfiguredDuration = time.Minute
 
 // DefaultClientMaxDuration is the default longest lifetime of a kubelet client certificate.
 const DefaultClientMaxDuration = 24 * time.Hour
@@ -67,8 +77,9 @@ func Signable(csr *certificatesv1.CertificateSigningRequest) bool {
 }
 
 // Sign returns the PEM certificate for an approved CSR: the CSR's subject and only its
-// DNS and IP subjectAltNames, the key usages it asked for, CA:false, valid from five
-// minutes ago for the requested lifetime (bounded), never past the CA's own expiry.
+// DNS and IP subjectAltNames, the key usages it asked for, CA:false, valid for the
+// requested lifetime (bounded) from now, never past the CA's own expiry, and from a
+// little before now (backdated).
 func (s *Signer) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
 	if !Signable(csr) {
 		return nil, fmt.Errorf("CSR %s: %w", csr.Name, ErrNotSignable)
@@ -113,7 +124,7 @@ func (s *Signer) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, er
 		Subject:               pkix.Name{CommonName: req.Subject.CommonName, Organization: req.Subject.Organization},
 		DNSNames:              req.DNSNames,
 		IPAddresses:           req.IPAddresses,
-		NotBefore:             t.Add(-backdate),
+		NotBefore:             backdated(t, notAfter),
 		NotAfter:              notAfter,
 		KeyUsage:              keyUsage,
 		ExtKeyUsage:           extUsage,
@@ -128,6 +139,20 @@ func (s *Signer) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, er
 	return pki.EncodeCert(&x509.Certificate{Raw: der}), nil
 }
 
+// backdated is the NotBefore of a certificate issued at now until notAfter: five
+// minutes before now, or a tenth of the lifetime when that is less. A kubelet renews
+// at a random 70-90 % of NotAfter-NotBefore counted from NotBefore, so a backdate
+// makes it renew that much earlier in the certificate's real life: nothing for a
+// day-long certificate, but a 5-minute backdate on a 2-minute certificate would put
+// the deadline before the certificate was even issued, and the kubelet would renew
+// in a loop. With at most a tenth, the kubelet renews at 67-89 % of the real life,
+// whatever the lifetime.
+func backdated(now, notAfter time.Time) time.Time {
+	return now.Add(-min(backdate, notAfter.Sub(now)/10))
+}
+
+// lifetime is the certificate's lifetime: the CSR's expirationSeconds (at least the
+// 10 minutes the API allows a CSR to ask for) or else Duration, at most MaxDuration.
 func (s *Signer) lifetime(expirationSeconds *int32) time.Duration {
 	def, maxD := s.Duration, s.MaxDuration
 	if def == 0 {
@@ -138,14 +163,14 @@ func (s *Signer) lifetime(expirationSeconds *int32) time.Duration {
 	}
 	ttl := def
 	if expirationSeconds != nil {
-		ttl = time.Duration(*expirationSeconds) * time.Second
+		ttl = max(time.Duration(*expirationSeconds)*time.Second, minDuration)
 	}
-	return min(max(ttl, minDuration), maxD)
+	return min(ttl, maxD)
 }
 
 func (s *Signer) clientMax() time.Duration {
 	if s.ClientMaxDuration > 0 {
-		return max(s.ClientMaxDuration, minDuration)
+		return s.ClientMaxDuration
 	}
 	return DefaultClientMaxDuration
 }

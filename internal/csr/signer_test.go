@@ -141,3 +141,102 @@ func TestClientCertificateLifetimeCap(t *testing.T) {
 		t.Errorf("serving certificate lifetime %v, want a year", got)
 	}
 }
+
+// signFor signs an approved CSR of signer for nodeA that asks for expSecs (nil: no
+// expirationSeconds, as kubelets ask) and returns the certificate.
+func signFor(t *testing.T, s *Signer, signer string, expSecs *int32) *x509.Certificate {
+	t.Helper()
+	user := "system:node:" + nodeA
+	var c *certificatesv1.CertificateSigningRequest
+	if signer == SignerKubeletServing {
+		c = approved(servingCSR(t, user, []string{"system:nodes"}, reqSpec{cn: user, orgs: []string{"system:nodes"}, dns: []string{nodeA}}))
+	} else {
+		c = approved(&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: request(t, reqSpec{cn: user, orgs: []string{"system:nodes"}}), SignerName: SignerKubeletClient,
+			Usages: clientUsages, Username: user,
+		}})
+	}
+	c.Spec.ExpirationSeconds = expSecs
+	certPEM, err := s.Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// An operator (or a test that watches kubelets renew) may configure lifetimes shorter
+// than the 10 minutes a CSR may ask for; what a CSR asks is still raised to 10 minutes.
+func TestConfiguredLifetimesBelowTenMinutes(t *testing.T) {
+	ca, err := pki.NewCA("cluster", 2*365*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	minute, hour := int32(60), int32(3600)
+	for _, tt := range []struct {
+		name    string
+		signer  string
+		expSecs *int32
+		want    time.Duration
+	}{
+		{"serving, no expirationSeconds: Duration", SignerKubeletServing, nil, 2 * time.Minute},
+		{"serving, a minute asked: the API's 10-minute floor", SignerKubeletServing, &minute, 10 * time.Minute},
+		{"serving, an hour asked", SignerKubeletServing, &hour, time.Hour},
+		{"client, no expirationSeconds: ClientMaxDuration", SignerKubeletClient, nil, 90 * time.Second},
+		{"client, an hour asked: ClientMaxDuration", SignerKubeletClient, &hour, 90 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Signer{CA: ca, Duration: 2 * time.Minute, ClientMaxDuration: 90 * time.Second, Now: func() time.Time { return now }}
+			if got := signFor(t, s, tt.signer, tt.expSecs).NotAfter.Sub(now); got != tt.want {
+				t.Errorf("lifetime %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Whatever the lifetime, the kubelet's renewal deadline (a random 70-90 % of
+// NotAfter-NotBefore, counted from NotBefore) falls after the certificate was issued
+// and at least two thirds into its real life, so a short-lived certificate is not
+// renewed at once, nor in a loop; long-lived ones keep the 5-minute backdate.
+func TestBackdateKeepsKubeletRenewalLate(t *testing.T) {
+	ca, err := pki.NewCA("cluster", 5*365*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	for _, tt := range []struct {
+		lifetime     time.Duration
+		wantBackdate time.Duration
+	}{
+		{time.Minute, 6 * time.Second},
+		{2 * time.Minute, 12 * time.Second},
+		{10 * time.Minute, time.Minute},
+		{time.Hour, 5 * time.Minute},
+		{24 * time.Hour, 5 * time.Minute},
+		{365 * 24 * time.Hour, 5 * time.Minute},
+	} {
+		t.Run(tt.lifetime.String(), func(t *testing.T) {
+			s := &Signer{CA: ca, Duration: tt.lifetime, ClientMaxDuration: tt.lifetime, Now: func() time.Time { return now }}
+			for _, signer := range []string{SignerKubeletClient, SignerKubeletServing} {
+				cert := signFor(t, s, signer, nil)
+				if got := now.Sub(cert.NotBefore); got != tt.wantBackdate {
+					t.Errorf("%s: backdated %v, want %v", signer, got, tt.wantBackdate)
+				}
+				total := cert.NotAfter.Sub(cert.NotBefore)
+				earliest := cert.NotBefore.Add(total * 7 / 10)
+				latest := cert.NotBefore.Add(total * 9 / 10)
+				life := cert.NotAfter.Sub(now)
+				if into := earliest.Sub(now); into*3 < life*2 {
+					t.Errorf("%s: the kubelet may renew %v after issue, before two thirds of the %v life", signer, into, life)
+				}
+				if !latest.Before(cert.NotAfter) {
+					t.Errorf("%s: latest renewal %v is not before expiry %v", signer, latest, cert.NotAfter)
+				}
+			}
+		})
+	}
+}

@@ -81,8 +81,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.servingCACert, "serving-ca-cert", "", "a separate CA for kubelet serving certificates (optional)")
 	f.StringVar(&o.servingCA, "serving-ca-key", "", "its private key")
 	f.DurationVar(&o.maxExpiration, "max-expiration", 365*24*time.Hour, "longest certificate lifetime a CSR may ask for; longer ones are denied")
-	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none")
-	f.DurationVar(&o.clientMaxDuration, "client-cert-max-duration", csr.DefaultClientMaxDuration, "longest lifetime of a kubelet client certificate, whatever its CSR asks (the kubelet rotates it well before)")
+	f.DurationVar(&o.duration, "duration", 365*24*time.Hour, "lifetime of certificates whose CSR asks for none, as kubelets' do (at least 1m; below 10m only to watch renewals)")
+	f.DurationVar(&o.clientMaxDuration, "client-cert-max-duration", csr.DefaultClientMaxDuration, "longest lifetime of a kubelet client certificate, whatever its CSR asks; the kubelet renews it at 70-90% of its life (at least 1m)")
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
 	f.IntVar(&o.csrWorkers, "csr-workers", DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
 	f.DurationVar(&o.accessReviewTTL, "access-review-cache-ttl", DefaultAccessReviewTTL, "how long a SubjectAccessReview that allowed a CSR's requester is remembered (denials never are; 0: ask every time)")
@@ -218,6 +218,14 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func (o *Options) signer() (*csr.Signer, error) {
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"--duration", o.duration}, {"--client-cert-max-duration", o.clientMaxDuration}} {
+		if d.value < csr.MinConfiguredDuration {
+			return nil, fmt.Errorf("%s %s: want at least %s: a kubelet renews at 70-90%% of its certificate's life, and a shorter certificate could expire before its successor is issued", d.flag, d.value, csr.MinConfiguredDuration)
+		}
+	}
 	ca, err := pki.LoadCA(o.caCert, o.caKey)
 	if err != nil {
 		return nil, err

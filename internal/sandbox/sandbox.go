@@ -78,6 +78,11 @@ type Options struct {
 	// ip-A-B-C-D.DHCPDomainName while EC2's PrivateDnsName does not change. "" for the
 	// default options.
 	DHCPDomainName string
+	// CertLifetime is the lifetime of the kubelets' client and serving certificates
+	// (nodejoin-controller's --client-cert-max-duration and --duration); 0 keeps the
+	// controller's defaults (a day and a year). A few minutes lets a test watch the
+	// kubelets renew them; at least controller.MinCertLifetime.
+	CertLifetime time.Duration
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool
@@ -227,6 +232,9 @@ func (o *Options) complete() error {
 	}
 	if err := o.resolveGroupKubelet(); err != nil {
 		return err
+	}
+	if o.CertLifetime != 0 && o.CertLifetime < controller.MinCertLifetime {
+		return &OptionError{"cert-lifetime", o.CertLifetime.String(), "want 0 (the controller's defaults) or at least " + controller.MinCertLifetime.String() + ": a kubelet renews at 70-90% of its certificate's life"}
 	}
 	if d := o.DHCPDomainName; d != "" && localaws.ValidateDHCPDomainName(d) != nil {
 		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}

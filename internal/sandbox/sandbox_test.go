@@ -64,6 +64,24 @@ func TestOptionsDHCPDomainName(t *testing.T) {
 	}
 }
 
+func TestOptionsCertLifetime(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	for _, tt := range []struct {
+		d  time.Duration
+		ok bool
+	}{{0, true}, {time.Minute, true}, {90 * time.Second, true}, {24 * time.Hour, true}, {30 * time.Second, false}, {-time.Minute, false}} {
+		o := Options{CertLifetime: tt.d}
+		err := o.complete()
+		var oe *OptionError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("%v: %v", tt.d, err)
+		case !tt.ok && (!errors.As(err, &oe) || oe.Option != "cert-lifetime" || oe.Value != tt.d.String()):
+			t.Errorf("%v: error %v, want one about cert-lifetime", tt.d, err)
+		}
+	}
+}
+
 // fakeCluster writes the state directory of a cluster whose process is gone.
 func fakeCluster(t *testing.T, name string) {
 	t.Helper()

@@ -84,7 +84,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 				current: sb.currentLauncher, kubelet: sb.opts.groupKubelet.Kubelet,
 			},
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
-			DHCPDomainName: sb.opts.DHCPDomainName})
+			DHCPDomainName: sb.opts.DHCPDomainName, CertLifetime: sb.opts.CertLifetime})
 		sb.lmu.Lock() // ensureLauncher reads it for Auto Scaling launches, in another goroutine
 		sb.controller = c
 		sb.lmu.Unlock()

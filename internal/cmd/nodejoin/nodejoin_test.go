@@ -26,6 +26,7 @@ func TestCommandsFailWithAnActionableMessage(t *testing.T) {
 		{[]string{"up", "-o", "xml"}, `--output "xml": want text, json or yaml`},
 		{[]string{"up", "--dhcp-domain", "Corp.Example."}, `--dhcp-domain "Corp.Example.": want one DNS domain such as corp.example`},
 		{[]string{"up", "--dhcp-domain", "corp.example other.example"}, `--dhcp-domain "corp.example other.example": want one DNS domain`},
+		{[]string{"up", "--cert-lifetime", "30s"}, `--cert-lifetime "30s": want 0 (the controller's defaults) or at least 1m0s`},
 		{[]string{"get", "nodes", "--name", "absent"}, "no cluster named absent"},
 		{[]string{"add", "node", "--name", "absent"}, "start one with `nodejoin up --name absent`"},
 		{[]string{"diagnose", "node", "--name", "absent", "n1"}, "no cluster named absent"},

@@ -64,6 +64,15 @@ func (r *renderer) kubeletConfiguration(dns string, maxPods int32) *kubeletv1bet
 		},
 	}
 	c.Logging.Verbosity = 2
+	// A kubelet that joined with a bootstrap token holds a client certificate from a
+	// CSR, which the signer caps at a day: without rotateCertificates the kubelet never
+	// asks for another and stops reaching the API server when it expires. With it, the
+	// kubelet renews at 70-90 % of the certificate's life, authenticating with the
+	// current certificate. With the credential plugin the kubelet authenticates by a
+	// token the plugin refreshes, and has no client certificate to renew; rotation
+	// there would make it drop the plugin's token for a certificate of its own.
+	// serverTLSBootstrap renews the serving certificate on both paths.
+	c.RotateCertificates = r.o.BootstrapToken != ""
 	if r.versionAtLeast("v1.33.0") {
 		c.FeatureGates["DynamicResourceAllocation"] = true
 	}

@@ -47,6 +47,9 @@ const (
 	DefaultRegion    = "us-west-2"
 )
 
+// MinCertLifetime is the shortest Config.CertLifetime (csr.MinConfiguredDuration).
+const MinCertLifetime = csr.MinConfiguredDuration
+
 // LogFile is the controller's and the local cloud's log, in the cluster's state
 // directory, unless Config.Log says otherwise.
 const LogFile = "logs/nodejoin-controller.log"
@@ -79,6 +82,10 @@ type Config struct {
 	// DHCPDomainName is the domain-name of the local VPC's DHCP options ("" for the
 	// default): instances' metadata names them in it (localaws.WithDHCPDomainName).
 	DHCPDomainName string
+	// CertLifetime, when set, is the lifetime of kubelet client and serving
+	// certificates (csr.Signer's ClientMaxDuration and Duration), short enough for a
+	// test to watch kubelets renew them; 0 keeps the signer's defaults.
+	CertLifetime time.Duration
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -231,7 +238,7 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	mcfg := manager.Config{
 		REST:            cl.RESTConfig(),
 		Log:             log,
-		Signer:          &csr.Signer{CA: cl.CA()},
+		Signer:          &csr.Signer{CA: cl.CA(), Duration: cfg.CertLifetime, ClientMaxDuration: cfg.CertLifetime},
 		Nodes:           inv,
 		Instances:       inv,
 		WebhookListener: wl,
