@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
@@ -84,14 +85,14 @@ func inFlight(ng *v1alpha1.NodeGroup, id string) bool {
 // exists, it is left alone and an event says so.
 func (r *Reconciler) groupNode(st *state, n *v1alpha1.UpdateNode) *corev1.Node {
 	node := st.nodes[n.InstanceID]
-	r.checkRecord(st, n, node)
+	r.checkRecord(st, "Drain", n, node)
 	n.NodeName = nameOf(node)
 	return node
 }
 
 // checkRecord reports a status entry naming an existing Node other than node, the Node
-// of its instance.
-func (r *Reconciler) checkRecord(st *state, n *v1alpha1.UpdateNode, node *corev1.Node) {
+// of its instance; action is what the name was read for.
+func (r *Reconciler) checkRecord(st *state, action string, n *v1alpha1.UpdateNode, node *corev1.Node) {
 	if n.NodeName == "" || n.NodeName == nameOf(node) || st.byName[n.NodeName] == nil {
 		return // no record, the right one, or a Node gone since: nothing to leave alone
 	}
@@ -102,7 +103,7 @@ func (r *Reconciler) checkRecord(st *state, n *v1alpha1.UpdateNode, node *corev1
 	if other := st.byName[n.NodeName].Spec.ProviderID; other != "" {
 		why += " (node " + n.NodeName + " has providerID " + other + ")"
 	}
-	r.foreignNode(st, n.NodeName, n.InstanceID, why)
+	r.foreignNode(st, action, n.NodeName, n.InstanceID, why)
 }
 
 // deleteGoneNode deletes the Node of n's instance, which the group no longer lists (or
@@ -117,12 +118,12 @@ func (r *Reconciler) deleteGoneNode(ctx context.Context, st *state, n *v1alpha1.
 			name = nameOf(node)
 		}
 		if name != "" {
-			r.foreignNode(st, name, n.InstanceID, fmt.Sprintf("Auto Scaling group %s does not list that instance and this controller never saw it there (the node lifecycle controller deletes the Nodes of terminated instances)", st.asgName))
+			r.foreignNode(st, "DeleteNode", name, n.InstanceID, fmt.Sprintf("Auto Scaling group %s does not list that instance and this controller never saw it there (the node lifecycle controller deletes the Nodes of terminated instances)", st.asgName))
 		}
 		n.NodeName = ""
 		return nil
 	}
-	r.checkRecord(st, n, node)
+	r.checkRecord(st, "DeleteNode", n, node)
 	n.NodeName = nameOf(node)
 	if err := r.deleteNode(ctx, node); err != nil {
 		return err
@@ -146,12 +147,21 @@ func (r *Reconciler) deleteNode(ctx context.Context, node *corev1.Node) error {
 }
 
 // foreignNode says that the status named node for instance id, and why that Node is
-// left alone.
-func (r *Reconciler) foreignNode(st *state, node, id, why string) {
-	r.opts.Log.Warn("a NodeGroup's status names a node that is not its instance's; left alone",
-		"nodegroup", st.ng.Name, "node", node, "instance", id, "why", why)
-	r.event(st.ng, corev1.EventTypeWarning, ReasonForeignNodeIgnored, "Verify",
-		"the status names node %s for instance %s, but %s: node %s is neither cordoned, drained nor deleted", node, id, why, node)
+// left alone: a log line, and a Warning event about the group whose related object is
+// that Node. The events library counts events of the same object, reason, action and
+// related object within minutes as one series keeping the first note, so each foreign
+// Node and each action (Drain, DeleteNode) gets an event of its own.
+func (r *Reconciler) foreignNode(st *state, action, node, id, why string) {
+	msg := fmt.Sprintf("the status names node %s for instance %s, but %s: node %s is neither cordoned, drained nor deleted", node, id, why, node)
+	r.opts.Log.Warn("node group event", "nodegroup", st.ng.Name, "reason", ReasonForeignNodeIgnored, "message", msg)
+	if r.Recorder == nil {
+		return
+	}
+	var related runtime.Object
+	if n := st.byName[node]; n != nil {
+		related = n
+	}
+	r.Recorder.Eventf(st.ng, related, corev1.EventTypeWarning, ReasonForeignNodeIgnored, action, "%s", msg)
 }
 
 func nameOf(n *corev1.Node) string {

@@ -62,7 +62,7 @@ func TestNodeGroupStatusNamingAForeignNode(t *testing.T) {
 	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		evs, err := client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		msgs = nil
 		for _, e := range evs.Items {
