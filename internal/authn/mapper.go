@@ -60,6 +60,10 @@ type RoleMapping struct {
 	// (v1alpha1.AccessPolicyGroup), and Policies the policies' ARNs.
 	PolicyGroups []string `json:"-"`
 	Policies     []string `json:"-"`
+	// AdminUsers are the usernames bound to cluster-admin, each with a binding that
+	// binds it (aws-auth mappings carry them): a username rendered from a template
+	// (such as {{SessionName}}, which the caller chooses) may not become one.
+	AdminUsers map[string]string `json:"-"`
 }
 
 // ErrRoleIDUnknown reports that the role's unique ID could not be learnt to pin it: a
@@ -103,6 +107,10 @@ type AWSAuth struct {
 	// AdminGroups, when set, returns the groups bound to cluster-admin, each with the
 	// ClusterRoleBinding that binds it; a mapping granting one is refused.
 	AdminGroups func(ctx context.Context) (map[string]string, error)
+	// AdminUsers, when set, returns the users bound to cluster-admin, each with the
+	// ClusterRoleBinding that binds it; a mapping to one of these usernames is refused,
+	// as one to a well-known administrator's username (adminUsernames) always is.
+	AdminUsers func(ctx context.Context) (map[string]string, error)
 	// Invalid, when set, is told of every malformed ConfigMap or entry that is skipped,
 	// and every mapping that is refused.
 	Invalid func(err error)
@@ -129,10 +137,15 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 		report(fmt.Errorf("%w: mapRoles does not parse, so no role is mapped through it: %w", ErrAWSAuthInvalid, err))
 		return nil, nil
 	}
-	var admin map[string]string
+	var admin, adminUsers map[string]string
 	if a.AdminGroups != nil {
 		if admin, err = a.AdminGroups(ctx); err != nil {
 			return nil, fmt.Errorf("reading the groups bound to cluster-admin: %w", err)
+		}
+	}
+	if a.AdminUsers != nil {
+		if adminUsers, err = a.AdminUsers(ctx); err != nil {
+			return nil, fmt.Errorf("reading the users bound to cluster-admin: %w", err)
 		}
 	}
 	out := make([]RoleMapping, 0, len(maps))
@@ -153,6 +166,11 @@ func (a AWSAuth) Mappings(ctx context.Context) ([]RoleMapping, error) {
 				break
 			}
 		}
+		if why := refusedUsername(m.Username, m.Groups, adminUsers); why != "" && m.Refused == "" {
+			m.Refused = fmt.Sprintf("%s maps to username %s, %s", m.Source, m.Username, why)
+			report(fmt.Errorf("%w: %s", ErrAWSAuthInvalid, m.Refused))
+		}
+		m.AdminUsers = adminUsers
 		out = append(out, m)
 	}
 	return out, nil
@@ -207,6 +225,63 @@ func refusedGroup(group string, admin map[string]string) string {
 	return ""
 }
 
+// nodeUsernames are the only system: usernames a role mapping may give: a node's name
+// is its instance's private DNS name, resolved and checked by Map, never a name the
+// mapping or the caller chooses.
+var nodeUsernames = []string{nodejoinv1alpha1.NodeUsernameTemplate, "system:node:{{PrivateDNSName}}"}
+
+// nodeUsernameGroups are the groups a mapping to a node's username may grant: the node
+// groups, and eks:kube-proxy-windows, which EKS grants Windows nodes.
+var nodeUsernameGroups = append(slices.Clone(nodeGroups), nodejoinv1alpha1.KubeProxyWindowsGroup)
+
+// adminUsernames are well-known administrators' usernames, refused whether or not a
+// ClusterRoleBinding names them: kubeadm's admin.conf and super-admin.conf users, which
+// hold cluster-admin through system:masters or kubeadm:cluster-admins, and the
+// cluster creator's username on EKS.
+var adminUsernames = map[string]string{
+	"kubernetes-admin":       "the username of kubeadm's admin.conf and of the EKS cluster creator, an administrator",
+	"kubernetes-super-admin": "the username of kubeadm's super-admin.conf, an administrator",
+}
+
+// refusedUsername says why a role mapping may not map to username (as written, before
+// templates are rendered) with groups, or "". adminUsers maps the users bound to
+// cluster-admin to a binding that binds them.
+func refusedUsername(username string, groups []string, adminUsers map[string]string) string {
+	switch {
+	case slices.Contains(nodeUsernames, username):
+		for _, g := range groups {
+			if !slices.Contains(nodeUsernameGroups, g) {
+				return fmt.Sprintf("a node's username, which may be given only with the groups system:bootstrappers and system:nodes (and %s), not with group %s", nodejoinv1alpha1.KubeProxyWindowsGroup, g)
+			}
+		}
+	case strings.HasPrefix(username, "system:node:"):
+		return "a node's username that is not system:node:{{EC2PrivateDNSName}}: a node's name must be its instance's private DNS name, which only {{EC2PrivateDNSName}} checks"
+	case strings.HasPrefix(username, "system:"):
+		return "a system: username other than system:node:{{EC2PrivateDNSName}}"
+	case adminUsernames[username] != "":
+		return adminUsernames[username]
+	case adminUsers[username] != "":
+		return "which is bound to cluster-admin by ClusterRoleBinding " + adminUsers[username]
+	}
+	return ""
+}
+
+// checkUsername refuses a rendered username that a template made into a name the
+// mapping may not give: a system: name (only the node username's template may make
+// one), a well-known administrator's, or one bound to cluster-admin.
+func checkUsername(m *RoleMapping, username string) error {
+	switch {
+	case strings.HasPrefix(username, "system:") && !m.Standard && !slices.Contains(nodeUsernames, m.Username):
+		// (A STANDARD entry's username is refused any reserved prefix below.)
+		return refused(m, "%s maps %s to username %s, a system: username that only system:node:{{EC2PrivateDNSName}} may give", m.Source, m.RoleARN, username)
+	case adminUsernames[username] != "":
+		return refused(m, "%s maps %s to username %s, %s", m.Source, m.RoleARN, username, adminUsernames[username])
+	case m.AdminUsers[username] != "":
+		return refused(m, "%s maps %s to username %s, which is bound to cluster-admin by ClusterRoleBinding %s", m.Source, m.RoleARN, username, m.AdminUsers[username])
+	}
+	return nil
+}
+
 var (
 	instanceIDRE = regexp.MustCompile(`^i-(\w{8}|\w{17})$`)
 	templateRE   = regexp.MustCompile(`\{\{[^}]*\}\}`)
@@ -239,7 +314,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 				return c.SessionName
 			case "{{AccessKeyID}}":
 				return c.AccessKeyID
-			case "{{EC2PrivateDNSName}}":
+			case "{{EC2PrivateDNSName}}", "{{PrivateDNSName}}":
 				if inst == nil {
 					inst, err = instanceOf(ctx, c, instances)
 				}
@@ -257,6 +332,9 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 	}
 	username, err := render(m.Username)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkUsername(m, username); err != nil {
 		return nil, err
 	}
 	u := &User{

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/identity"
 )
 
 // Webhook answers kube-apiserver's TokenReviews (authentication.k8s.io/v1).
@@ -34,8 +35,9 @@ type Webhook struct {
 	Instances Instances
 	Log       *slog.Logger
 	// CacheTTL keeps an accepted token's user this long (default 1 minute), keyed by the
-	// token's hash; CacheSize bounds the entries (default 4096), and separately the
-	// denials and the known access keys.
+	// token's hash, and never past the token's own expiry (its X-Amz-Date plus
+	// identity.Lifetime); CacheSize bounds the entries (default 4096), and separately
+	// the denials and the known access keys.
 	CacheTTL  time.Duration
 	CacheSize int
 	// DenialTTL keeps STS's refusal of a well-formed token this long (default 10 s),
@@ -177,7 +179,7 @@ func (w *Webhook) remember(accessKey string, now time.Time) {
 func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error) {
 	w.init()
 	key := sha256.Sum256([]byte(token))
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	w.total++
 	if w.Metrics != nil {
@@ -234,9 +236,30 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	w.remember(req.AccessKeyID, now)
 	w.mu.Lock()
 	evict(w.cache, w.CacheSize, func(e cacheEntry) bool { return !now.Before(e.expires) })
-	w.cache[key] = cacheEntry{user: user, expires: now.Add(w.CacheTTL)}
+	w.cache[key] = cacheEntry{user: user, expires: cacheExpiry(now, w.CacheTTL, req.Date)}
 	w.mu.Unlock()
 	return user, nil
+}
+
+// now is the webhook's clock: the Verifier's, so that the cache and the token's date
+// are judged against the same time.
+func (w *Webhook) now() time.Time {
+	if w.Verifier != nil && w.Verifier.Now != nil {
+		return w.Verifier.Now()
+	}
+	return time.Now()
+}
+
+// cacheExpiry is when an accepted token's cached user expires: after ttl, but never
+// later than the token itself (signed at date, refused by Parse once identity.Lifetime
+// has passed). Without this bound a cache hit, which skips Parse, would let a token be
+// accepted for up to ttl past its 15 minutes.
+func cacheExpiry(now time.Time, ttl time.Duration, date time.Time) time.Time {
+	exp := now.Add(ttl)
+	if tokenEnd := date.Add(identity.Lifetime); tokenEnd.Before(exp) {
+		return tokenEnd
+	}
+	return exp
 }
 
 // refusal logs and counts a denial because a mapping may not be used.

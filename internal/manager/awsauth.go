@@ -69,7 +69,8 @@ func newAWSAuthCache(client kubernetes.Interface, log *slog.Logger, metrics *aut
 	}
 	c.source = authn.AWSAuth{
 		Get:         c.configMap,
-		AdminGroups: c.adminGroups,
+		AdminGroups: func(context.Context) (map[string]string, error) { return c.adminSubjects(rbacv1.GroupKind), nil },
+		AdminUsers:  func(context.Context) (map[string]string, error) { return c.adminSubjects(rbacv1.UserKind), nil },
 		Invalid: func(err error) {
 			log.Warn("aws-auth ignored in part", "err", err.Error())
 			if metrics != nil {
@@ -118,9 +119,9 @@ func (c *awsAuthCache) configMap(context.Context) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-// adminGroups returns the groups that ClusterRoleBindings bind to cluster-admin, each
-// with the first such binding by name.
-func (c *awsAuthCache) adminGroups(context.Context) (map[string]string, error) {
+// adminSubjects returns the subjects of kind (Group or User) that ClusterRoleBindings
+// bind to cluster-admin, each with the first such binding by name.
+func (c *awsAuthCache) adminSubjects(kind string) map[string]string {
 	objs := c.bindings.GetStore().List()
 	bindings := make([]*rbacv1.ClusterRoleBinding, 0, len(objs))
 	for _, o := range objs {
@@ -129,13 +130,13 @@ func (c *awsAuthCache) adminGroups(context.Context) (map[string]string, error) {
 		}
 	}
 	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Name < bindings[j].Name })
-	groups := map[string]string{}
+	subjects := map[string]string{}
 	for _, b := range bindings {
 		for _, s := range b.Subjects {
-			if s.Kind == rbacv1.GroupKind && groups[s.Name] == "" {
-				groups[s.Name] = b.Name
+			if s.Kind == kind && subjects[s.Name] == "" {
+				subjects[s.Name] = b.Name
 			}
 		}
 	}
-	return groups, nil
+	return subjects
 }

@@ -28,7 +28,7 @@ func TestAWSAuthFromInformers(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"}, Data: map[string]string{"mapRoles": "- rolearn: ["}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ops-are-admins"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "ops"}}},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "ops"}, {Kind: rbacv1.UserKind, Name: "lead"}}},
 	)
 	var logs bytes.Buffer
 	metrics := authn.NewMetrics(prometheus.NewRegistry())
@@ -70,6 +70,18 @@ func TestAWSAuthFromInformers(t *testing.T) {
 	}
 	if want := "aws-auth mapRoles[0] grants group ops, which is bound to cluster-admin by ClusterRoleBinding ops-are-admins"; maps[0].Refused != want {
 		t.Errorf("Refused = %q, want %q", maps[0].Refused, want)
+	}
+	// A user the binding names is refused as a username too.
+	if _, err := client.CoreV1().ConfigMaps("kube-system").Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"},
+		Data: map[string]string{"mapRoles": "- rolearn: arn:aws:iam::111122223333:role/lead\n  username: lead\n"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "aws-auth mapRoles[0] maps to username lead, which is bound to cluster-admin by ClusterRoleBinding ops-are-admins"
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		maps, err = c.Mappings(ctx)
+		return err == nil && len(maps) == 1 && maps[0].Refused == want, err
+	}); err != nil {
+		t.Errorf("mappings %+v: %v; want refused %q", maps, err, want)
 	}
 	for _, a := range client.Actions() {
 		if a.GetVerb() == "get" {

@@ -147,6 +147,7 @@ type Reconciler struct {
 	opts     Options
 	cloud    *cloud
 	metrics  *Metrics
+	members  members // instances seen in each group (worldnodes.go)
 }
 
 // New makes a Reconciler.
@@ -217,8 +218,10 @@ type state struct {
 	// names of the cloud resources
 	asgName, ltName string
 	group           *group
-	// nodes maps instance IDs to Nodes.
-	nodes map[string]*corev1.Node
+	// nodes maps the group's instance IDs to Nodes; byInstance and byName hold every
+	// Node, by the instance its providerID names and by name (worldnodes.go).
+	nodes              map[string]*corev1.Node
+	byInstance, byName map[string]*corev1.Node
 	// issues are this reconcile's health issues.
 	issues []v1alpha1.Issue
 	// requeue is the soonest the group should be looked at again.
@@ -484,13 +487,16 @@ func (r *Reconciler) observe(ctx context.Context, st *state) error {
 	if err := r.Client.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	byInstance := map[string]*corev1.Node{}
+	byInstance, byName := map[string]*corev1.Node{}, map[string]*corev1.Node{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
+		byName[n.Name] = n
 		if id := instanceID(n.Spec.ProviderID); id != "" {
 			byInstance[id] = n
 		}
 	}
+	st.byInstance, st.byName = byInstance, byName
+	r.members.record(st.asgName, st.group.Instances, func(id string) bool { return inFlight(st.ng, id) })
 	st.nodes = map[string]*corev1.Node{}
 	prev := map[string]v1alpha1.InstanceStatus{}
 	for _, in := range st.ng.Status.Instances {

@@ -56,10 +56,11 @@ func (r *Reconciler) delete(ctx context.Context, st *state) (bool, error) {
 			return false, err
 		}
 		for _, n := range st.nodes {
-			if err := r.deleteNode(ctx, n.Name); err != nil {
+			if err := r.deleteNode(ctx, n); err != nil {
 				return false, err
 			}
 		}
+		r.members.forget("", st.asgName)
 	}
 	if err := r.cloud.deleteTemplate(ctx, st.ltName); err != nil {
 		return false, err

@@ -35,19 +35,6 @@ func (r *Reconciler) cordon(ctx context.Context, n *corev1.Node) error {
 	return nil
 }
 
-// deleteNode deletes the Node object of a terminated instance, as a cloud controller
-// manager's node lifecycle controller does.
-func (r *Reconciler) deleteNode(ctx context.Context, name string) error {
-	if name == "" {
-		return nil
-	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := r.Client.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting node %s: %w", name, err)
-	}
-	return nil
-}
-
 // drainResult is one pass of a drain.
 type drainResult struct {
 	// done: nothing but DaemonSet, mirror and finished pods is left on the node.

@@ -335,8 +335,8 @@ func (h *harness) kubelets() {
 		h.t.Fatal(err)
 	}
 	for _, n := range nodes.Items {
-		if live[instanceID(n.Spec.ProviderID)] {
-			continue
+		if live[instanceID(n.Spec.ProviderID)] || n.Labels[foreignLabel] != "" {
+			continue // foreign: another group's or a control-plane Node, not the group's kubelets'
 		}
 		if err := h.client.Delete(ctx, &n); err != nil && !apierrors.IsNotFound(err) {
 			h.t.Fatal(err)

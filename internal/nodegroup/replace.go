@@ -73,7 +73,7 @@ func (r *Reconciler) joinTimeouts(ctx context.Context, st *state) error {
 		"instance %s did not join within %s (%s); replacing it (failure %d, next replacement not before %s)",
 		victim.InstanceID, timeout, st.diagnose(victim), failures, backoff)
 	if n := st.nodes[victim.InstanceID]; n != nil {
-		if err := r.deleteNode(ctx, n.Name); err != nil {
+		if err := r.deleteNode(ctx, n); err != nil {
 			return err
 		}
 	}

@@ -66,10 +66,10 @@ func (r *Reconciler) scaleIn(ctx context.Context, st *state, s *groupSpec) (bool
 	for _, n := range ng.Status.ScaleIn {
 		i := slices.IndexFunc(g.Instances, func(x groupInstance) bool { return x.ID == n.InstanceID })
 		if i < 0 || !g.Instances[i].live() {
-			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "ScaleIn", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
-			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+			if err := r.deleteGoneNode(ctx, st, &n); err != nil {
 				return false, err
 			}
+			r.event(ng, corev1.EventTypeNormal, "NodeTerminated", "ScaleIn", "instance %s (node %s) terminated; desired size now %d", n.InstanceID, n.NodeName, g.Desired)
 			continue
 		}
 		// The group's desired size, read before this pass, counts the decrement of an

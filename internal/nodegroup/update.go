@@ -248,10 +248,10 @@ func (r *Reconciler) advanceInFlight(ctx context.Context, st *state, u *v1alpha1
 		n := u.Nodes[idx]
 		i := slices.IndexFunc(st.group.Instances, func(g groupInstance) bool { return g.ID == n.InstanceID })
 		if i < 0 || !st.group.Instances[i].live() {
-			gone(n)
-			if err := r.deleteNode(ctx, n.NodeName); err != nil {
+			if err := r.deleteGoneNode(ctx, st, &n); err != nil {
 				return false, err
 			}
+			gone(n)
 			continue
 		}
 		failed, err := r.advanceNode(ctx, st, u, &n, decrement)
@@ -272,6 +272,9 @@ func (r *Reconciler) advanceInFlight(ctx context.Context, st *state, u *v1alpha1
 // reports whether the update failed.
 func (r *Reconciler) advanceNode(ctx context.Context, st *state, u *v1alpha1.UpdateStatus, n *v1alpha1.UpdateNode, decrement bool) (bool, error) {
 	ng, spec := st.ng, st.spec.Spec
+	// The Node drained is the instance's own (its providerID names it), whatever
+	// node name the status holds.
+	r.groupNode(st, n)
 	for range 4 {
 		step := n.Step
 		switch n.Step {
