@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/identity"
 )
 
@@ -57,7 +58,7 @@ type pinned struct {
 
 // InstanceProofAnnotation on a NodeAccessEntry requires ("required") an instance proof
 // of the nodes the entry admits.
-const InstanceProofAnnotation = "nodejoin.io/instance-proof"
+const InstanceProofAnnotation = nodejoinv1alpha1.InstanceProofAnnotation
 
 // ParseCertificates reads the PEM certificates of instance identity signers, such as
 // the file given to --instance-identity-cert.
