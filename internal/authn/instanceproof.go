@@ -89,28 +89,26 @@ func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
 }
 
 // checkInstanceProof checks the proof (the token's ProofHeader value, "" for none) of a
-// caller that user maps to the node identity of an instance. Users that are not an
-// instance's node need none; a node needs one when its mapping or the cluster requires
-// it, and a proof it sends anyway is checked when there is a certificate to check it.
+// caller that user maps to the node identity of an instance, when its mapping or the
+// cluster requires one. Where none is required a proof is not looked at: a caller could
+// as well leave it out, so checking it would refuse nothing that a plain token is not
+// admitted for. Users that are not an instance's node need none.
 func (p *InstanceProofs) checkInstanceProof(c *Caller, user *User, proof string) error {
 	if user == nil || user.Instance == nil {
 		return nil
 	}
-	required := user.RequireInstanceProof || (p != nil && p.Required)
+	if !user.RequireInstanceProof && (p == nil || !p.Required) {
+		return nil
+	}
 	why := "the cluster"
 	if user.RequireInstanceProof {
 		why = user.Mapping
 	}
 	switch {
-	case proof == "" && required:
-		return denied("%s requires an instance proof of %s, and the token carries none (nodeadm sends the instance identity document in the %s header)", why, c.SessionName, identity.ProofHeader)
 	case proof == "":
-		return nil
+		return denied("%s requires an instance proof of %s, and the token carries none (nodeadm sends the instance identity document in the %s header)", why, c.SessionName, identity.ProofHeader)
 	case p == nil || len(p.Certs) == 0:
-		if required {
-			return denied("%s requires an instance proof of %s, but the webhook has no instance identity certificate to check it (--instance-identity-cert)", why, c.SessionName)
-		}
-		return nil
+		return denied("%s requires an instance proof of %s, but the webhook has no instance identity certificate to check it (--instance-identity-cert)", why, c.SessionName)
 	}
 	return p.Check(c, user.Instance.IPs, proof)
 }

@@ -107,6 +107,7 @@ func TestInstanceProof(t *testing.T) {
 		{name: "valid proof", session: instA, proof: proofA, required: true},
 		{name: "valid proof, not required", session: instA, proof: proofA},
 		{name: "plain token where not required", session: instA},
+		{name: "a bad proof where none is required is not looked at, as a plain token", session: instA, proof: sign(t, other, docA)},
 		{name: "plain token where the entry requires a proof", session: instA, required: true,
 			want: "NodeAccessEntry nodes requires an instance proof of " + instA + ", and the token carries none"},
 		{name: "plain token where the cluster requires a proof", session: instA, cluster: true,

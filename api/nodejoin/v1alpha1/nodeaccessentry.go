@@ -141,9 +141,9 @@ type NodeAccessEntryList struct {
 // removing the annotation, or re-creating the entry, accepts the role as it is now.
 const RoleIDAnnotation = "nodejoin.io/role-id"
 
-// InstanceProofAnnotation, set to "required" (any value but "optional"), makes the nodes
-// an entry admits prove that they are the instance they name: their token must carry the
-// instance's signed identity document (see docs/security.md, "Instance proof"). The
+// InstanceProofAnnotation requires, set to "required" (any value but "optional"), the
+// nodes an entry admits to prove that they are the instance they name: their token must
+// carry the instance's signed identity document (see docs/security.md, "Instance proof"). The
 // entries nodejoin creates for its node groups' roles carry it.
 const InstanceProofAnnotation = "nodejoin.io/instance-proof"
 
