@@ -79,6 +79,7 @@ func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("a token with its instance proof: %d bytes (proof %d)", len(cred.Status.Token), len(req.Proof))
 	caller := &authn.Caller{Account: "111122223333", SessionName: inst.ID}
 	if err := (&authn.InstanceProofs{Certs: certs, Regions: []string{"us-west-2"}}).Check(caller, nil, req.Proof); err != nil {
 		t.Errorf("the token's instance proof: %v", err)
