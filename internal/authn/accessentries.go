@@ -33,6 +33,8 @@ func EntryMappings(entries []*nodejoinv1alpha1.NodeAccessEntry, invalid func(nam
 			Groups:   nodejoinv1alpha1.GroupsFor(e.Spec.Type),
 			Source:   "NodeAccessEntry " + e.Name,
 			RoleID:   e.Annotations[nodejoinv1alpha1.RoleIDAnnotation],
+			// Any value but "optional" requires it: a typo does not lift the requirement.
+			RequireInstanceProof: e.Annotations[InstanceProofAnnotation] != "" && e.Annotations[InstanceProofAnnotation] != "optional",
 		}
 		if e.Spec.Type == nodejoinv1alpha1.AccessEntryStandard {
 			// Only here do groups come from the entry, and access policies at all.

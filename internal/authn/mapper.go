@@ -28,6 +28,11 @@ type User struct {
 	// counts of such a mapping.
 	Standard bool
 	Policies []string
+	// Instance is the instance whose node the user is ({{EC2PrivateDNSName}}), and
+	// RequireInstanceProof whether its mapping requires the instance's proof
+	// (InstanceProofs).
+	Instance             *inventory.Instance
+	RequireInstanceProof bool
 }
 
 // Instances looks instances up by ID (EC2 DescribeInstances on AWS);
@@ -64,6 +69,8 @@ type RoleMapping struct {
 	// binds it (aws-auth mappings carry them): a username rendered from a template
 	// (such as {{SessionName}}, which the caller chooses) may not become one.
 	AdminUsers map[string]string `json:"-"`
+	// RequireInstanceProof requires the nodes it maps to prove they are their instance.
+	RequireInstanceProof bool `json:"-"`
 }
 
 // ErrRoleIDUnknown reports that the role's unique ID could not be learnt to pin it: a
@@ -343,6 +350,7 @@ func Map(ctx context.Context, c *Caller, mappings []RoleMapping, instances Insta
 		Mapping:  m.Source,
 		Standard: m.Standard,
 		Policies: m.Policies,
+		Instance: inst, RequireInstanceProof: m.RequireInstanceProof,
 		Extra: map[string][]string{
 			"arn": {c.ARN}, "canonicalArn": {c.CanonicalARN}, "sessionName": {c.SessionName},
 			"accessKeyId": {c.AccessKeyID}, "principalId": {c.UserID},

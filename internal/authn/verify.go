@@ -192,6 +192,9 @@ func (v *Verifier) VerifyRequest(ctx context.Context, req *identity.Request) (*C
 	}
 	hr.Host = req.URL.Host // what the signature covers
 	hr.Header.Set(identity.ClusterHeader, v.ClusterID)
+	if req.Proof != "" {
+		hr.Header.Set(identity.ProofHeader, req.Proof) // signed: STS refuses a swapped proof
+	}
 	hr.Header.Set("Accept", "application/json")
 	host := req.URL.Host
 	resp, err := v.client().Do(hr)

@@ -55,6 +55,9 @@ type Webhook struct {
 	KnownBurst int
 	// Metrics, when set, records reviews, latencies and cache hits.
 	Metrics *Metrics
+	// InstanceProofs, when set, checks nodes' instance proofs (nil: a proof is required
+	// only by mappings that say so, and then cannot be checked: such nodes are denied).
+	InstanceProofs *InstanceProofs
 	// OnAccepted, when set, is called with the username of every accepted token.
 	OnAccepted func(username string)
 
@@ -228,6 +231,9 @@ func (w *Webhook) Authenticate(ctx context.Context, token string) (*User, error)
 	}
 	if err != nil {
 		w.refusal(err)
+		return nil, err
+	}
+	if err := w.InstanceProofs.checkInstanceProof(caller, user, req.Proof); err != nil {
 		return nil, err
 	}
 	if user.Standard {

@@ -106,7 +106,7 @@ func TestParseRejectsMalformedTokens(t *testing.T) {
 	}
 	tests := []struct{ token, want string }{
 		{enc("https://sts.local/?" + base.Encode()), ""},
-		{strings.Repeat("a", 5000), "token is too large"},
+		{strings.Repeat("a", 13000), "token is too large"},
 		{"k8s-aws-v2.abc", `missing expected "k8s-aws-v1." prefix`},
 		{identity.Prefix + "!!!", "not unpadded base64url"},
 		{enc("http://sts.local/?" + base.Encode()), `unexpected scheme "http"`},
@@ -122,6 +122,9 @@ func TestParseRejectsMalformedTokens(t *testing.T) {
 		{with("X-Amz-Date", now.Add(-16*time.Minute).Format("20060102T150405Z")), "is expired (15 minute expiration)"},
 		{with("X-Amz-Date", now.Add(10*time.Minute).Format("20060102T150405Z")), "is in the future"},
 		{with("X-Amz-Credential", "ASIAX/"+date[:8]+"/us-west-2/s3/aws4_request"), "malformed X-Amz-Credential"},
+		{with("X-Amz-Security-Token", strings.Repeat("t", 3500)), "token is too large"},
+		{with(identity.ProofParam, "ZG9j.c2ln"), "did not sign the x-nodejoin-iid header"},
+		{with("X-Amz-SignedHeaders", "host;x-k8s-aws-id;x-nodejoin-iid"), "x-nodejoin-iid header is signed but the token carries no instance proof"},
 	}
 	for _, tt := range tests {
 		_, err := identity.Parse(tt.token, []string{"sts.local"}, now, 5*time.Minute)

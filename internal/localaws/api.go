@@ -143,3 +143,12 @@ type SSM = ssm.SSM
 // NewReleaseCatalog returns the EKS-optimized AMI releases the local EC2 lists by
 // default (ec2.NewReleaseCatalog).
 func NewReleaseCatalog(versions ...string) *ReleaseCatalog { return ec2.NewReleaseCatalog(versions...) }
+
+// IdentitySigner signs instance identity documents (imds.Signer).
+type IdentitySigner = imds.Signer
+
+// LoadOrCreateIdentitySigner reads the local cloud's instance identity key kept in dir,
+// or makes one and keeps it there (imds.LoadOrCreateSigner).
+func LoadOrCreateIdentitySigner(dir string) (*IdentitySigner, error) {
+	return imds.LoadOrCreateSigner(dir)
+}

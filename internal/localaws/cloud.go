@@ -31,6 +31,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/localaws/ec2"
 	"github.com/nodejoin/nodejoin/internal/localaws/edge"
 	"github.com/nodejoin/nodejoin/internal/localaws/iam"
+	"github.com/nodejoin/nodejoin/internal/localaws/imds"
 	"github.com/nodejoin/nodejoin/internal/localaws/protocol"
 	"github.com/nodejoin/nodejoin/internal/localaws/sts"
 	"github.com/nodejoin/nodejoin/internal/pki"
@@ -67,6 +68,9 @@ type Cloud struct {
 	EdgeURL string
 	// Admin is the account's administrator: an IAM user with a long-term access key.
 	Admin AdminCredentials
+	// IdentitySigner, when set, signs the instance identity documents of the instances'
+	// metadata services (imds.IMDS.WithSigner).
+	IdentitySigner *imds.Signer
 
 	dhcpDomain string
 	edgeAddr   string

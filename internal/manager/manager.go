@@ -128,6 +128,8 @@ type Config struct {
 	WebhookLimits   httpserver.Limits
 	Verifier        *authn.Verifier
 	Instances       authn.Instances
+	// InstanceProofs checks nodes' instance identity documents (nil: none checked).
+	InstanceProofs *authn.InstanceProofs
 	// Roles gives a role's unique ID, pinned on a NodeAccessEntry's first use; default
 	// Instances when it has a RoleID method (the EC2 inventory), else no pinning.
 	Roles RoleIDs
@@ -622,6 +624,8 @@ func webhook(ctx context.Context, cfg *Config, mgr ctrl.Manager, client kubernet
 		Log:        cfg.Log,
 		Metrics:    metrics,
 		OnAccepted: cfg.OnAuthenticated,
+		// Pins are per webhook: each replica trusts an instance's first document itself.
+		InstanceProofs: cfg.InstanceProofs,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/authenticate", w)

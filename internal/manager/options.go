@@ -54,6 +54,10 @@ type Options struct {
 	maxInFlight                    int
 	clusterID, region, stsCABundle string
 	stsHosts                       []string
+	// Instance proofs (authn.InstanceProofs).
+	identityCert string
+	requireProof bool
+	proofMaxAge  time.Duration
 
 	// Running.
 	leaderElect, installRBAC, installCRDs bool
@@ -134,6 +138,9 @@ func (o *Options) commonFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
 	f.StringVar(&o.stsCABundle, "sts-ca-bundle", "", "PEM CAs to trust for STS (default: the system's)")
+	f.StringVar(&o.identityCert, "instance-identity-cert", "", "PEM certificates of the keys that sign instance identity documents (AWS's of the cluster's regions, or the local cloud's): nodes' instance proofs are checked against them")
+	f.BoolVar(&o.requireProof, "require-instance-proof", false, "require every node to prove it is the instance it names (a signed instance identity document with its token); otherwise only nodes whose NodeAccessEntry is annotated "+authn.InstanceProofAnnotation+"=required")
+	f.DurationVar(&o.proofMaxAge, "instance-proof-max-age", 0, "refuse the first proof of an instance launched longer ago than this (0: no limit)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "", "serve Prometheus metrics at http://ADDR/metrics (default: off)")
 	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "requests a second to the API server, sustained (client-side rate limit)")
 	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "requests to the API server in a burst above --kube-api-qps")
@@ -237,6 +244,28 @@ func (o *Options) signer() (*csr.Signer, error) {
 		}
 	}
 	return s, nil
+}
+
+// instanceProofs is the checker of nodes' instance proofs the flags describe.
+func (o *Options) instanceProofs() (*authn.InstanceProofs, error) {
+	p := &authn.InstanceProofs{Required: o.requireProof, MaxAge: o.proofMaxAge}
+	if o.region != "" {
+		p.Regions = []string{o.region}
+	}
+	if o.identityCert == "" {
+		if o.requireProof {
+			return nil, errors.New("--require-instance-proof needs --instance-identity-cert: the certificates proofs are checked against")
+		}
+		return p, nil
+	}
+	data, err := os.ReadFile(o.identityCert)
+	if err != nil {
+		return nil, fmt.Errorf("--instance-identity-cert: %w", err)
+	}
+	if p.Certs, err = authn.ParseCertificates(data); err != nil {
+		return nil, fmt.Errorf("--instance-identity-cert %s: %w", o.identityCert, err)
+	}
+	return p, nil
 }
 
 func (o *Options) verifier() (*authn.Verifier, error) {
@@ -371,6 +400,9 @@ func (o *Options) run(ctx context.Context, signing bool) error {
 			return err
 		}
 		cfg.WebhookLimits = httpserver.Limits{MaxInFlight: o.maxInFlight}
+		if cfg.InstanceProofs, err = o.instanceProofs(); err != nil {
+			return err
+		}
 	}
 	closeAll := func(ls ...net.Listener) {
 		for _, l := range ls {

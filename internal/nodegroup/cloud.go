@@ -75,10 +75,12 @@ const descriptionPrefix = "nodejoin template "
 func (d *templateData) request() *ec2types.RequestLaunchTemplateData {
 	r := &ec2types.RequestLaunchTemplateData{
 		UserData: aws.String(base64.StdEncoding.EncodeToString(d.UserData)),
-		// As EKS's default launch template: IMDSv2 with a hop limit of 2, so that pods
-		// reach IMDS too.
+		// IMDSv2 with a hop limit of 1 (EKS's default template has 2): a pod outside the
+		// host network cannot read the node's role credentials or its signed identity
+		// document, and so can neither mint the node's tokens nor prove to be its
+		// instance. Pods that need AWS credentials get their own (IRSA, Pod Identity).
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
-			HttpTokens: ec2types.LaunchTemplateHttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(2),
+			HttpTokens: ec2types.LaunchTemplateHttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(1),
 			HttpEndpoint: ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
 		},
 	}

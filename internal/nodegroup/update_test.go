@@ -39,7 +39,7 @@ func TestCreateAndScale(t *testing.T) {
 	if !strings.Contains(string(ud), "eks.amazonaws.com/nodegroup-image=ami-0123456789abcdef0") {
 		t.Errorf("user data lacks the nodegroup-image label of the controller's AMI:\n%s", ud)
 	}
-	if aws.ToString(data.ImageId) != "ami-0123456789abcdef0" || string(data.InstanceType) != "m5.large" || aws.ToInt32(data.MetadataOptions.HttpPutResponseHopLimit) != 2 {
+	if aws.ToString(data.ImageId) != "ami-0123456789abcdef0" || string(data.InstanceType) != "m5.large" || aws.ToInt32(data.MetadataOptions.HttpPutResponseHopLimit) != 1 {
 		t.Errorf("launch template data = %+v", data)
 	}
 	if ng.Status.InstanceType != "m5.large" || !h.rec.has("AutoScalingGroupCreated") {

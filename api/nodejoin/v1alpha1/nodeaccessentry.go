@@ -141,6 +141,12 @@ type NodeAccessEntryList struct {
 // removing the annotation, or re-creating the entry, accepts the role as it is now.
 const RoleIDAnnotation = "nodejoin.io/role-id"
 
+// InstanceProofAnnotation requires, set to "required" (any value but "optional"), the
+// nodes an entry admits to prove that they are the instance they name: their token must
+// carry the instance's signed identity document (see docs/security.md, "Instance proof"). The
+// entries nodejoin creates for its node groups' roles carry it.
+const InstanceProofAnnotation = "nodejoin.io/instance-proof"
+
 // PartitionPattern matches an AWS partition as ARNs name it (aws, aws-cn, aws-us-gov,
 // aws-iso-b, …), without a capturing group. The token webhook's ARN checks use it, so
 // that a role an entry may name (roleARNRE, whose partition part is the same language

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
@@ -27,11 +28,15 @@ func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
 	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: stsSrv.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inst := localaws.Instance{ID: "i-0123456789abcdef0", Type: "m5.large", PrivateIPv4: "198.18.0.11", Role: "nodes"}
+	inst := localaws.Instance{ID: "i-0123456789abcdef0", Type: "m5.large", PrivateIPv4: "198.18.0.11", Role: "nodes", AccountID: "111122223333"}
 	if err := localaws.InstanceDefaults(&inst); err != nil {
 		t.Fatal(err)
 	}
-	imdsSrv := httptest.NewServer(localaws.NewIMDS(inst, sts))
+	signer, err := localaws.LoadOrCreateIdentitySigner(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	imdsSrv := httptest.NewServer(localaws.NewIMDS(inst, sts).WithSigner(signer))
 	defer imdsSrv.Close()
 	for k, v := range map[string]string{
 		bootstrap.EnvIMDSEndpoint: imdsSrv.URL, "AWS_ENDPOINT_URL_STS": stsSrv.URL, "AWS_CA_BUNDLE": bundle,
@@ -58,6 +63,7 @@ func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
 	}
 	hr, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, req.URL.String(), nil)
 	hr.Header.Set(identity.ClusterHeader, "demo")
+	hr.Header.Set(identity.ProofHeader, req.Proof)
 	resp, err := stsSrv.Client().Do(hr)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +72,17 @@ func TestGetTokenWithInstanceRoleCredentials(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "assumed-role/nodes/i-0123456789abcdef0") {
 		t.Errorf("STS = %d %s", resp.StatusCode, body)
+	}
+	// The token proves the instance: it carries the instance's signed identity document,
+	// which the webhook checks against the local cloud's certificate.
+	certs, err := authn.ParseCertificates(signer.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a token with its instance proof: %d bytes (proof %d)", len(cred.Status.Token), len(req.Proof))
+	caller := &authn.Caller{Account: "111122223333", SessionName: inst.ID}
+	if err := (&authn.InstanceProofs{Certs: certs, Regions: []string{"us-west-2"}}).Check(caller, nil, req.Proof); err != nil {
+		t.Errorf("the token's instance proof: %v", err)
 	}
 
 	if _, err := run(t, "get-token"); err == nil || !strings.Contains(err.Error(), "--cluster-name is required") {

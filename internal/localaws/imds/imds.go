@@ -5,6 +5,7 @@ package imds
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -32,6 +33,7 @@ type IMDS struct {
 	creds    CredentialSource
 	now      func() time.Time
 	ec2      *ec2.EC2
+	signer   *Signer
 
 	mu     sync.Mutex
 	tokens map[string]time.Time // token → expiry
@@ -56,6 +58,13 @@ func New(inst ec2.Instance, creds CredentialSource) *IMDS {
 // shows at once, as ipamd expects. It returns m.
 func (m *IMDS) WithEC2(e *ec2.EC2) *IMDS {
 	m.ec2 = e
+	return m
+}
+
+// WithSigner makes the metadata serve dynamic/instance-identity/signature, the
+// document's signature by s. It returns m.
+func (m *IMDS) WithSigner(s *Signer) *IMDS {
+	m.signer = s
 	return m
 }
 
@@ -138,19 +147,14 @@ func (m *IMDS) validToken(token string) bool {
 // lookup returns the document at a path below /latest/.
 func (m *IMDS) lookup(path string) ([]byte, bool, error) {
 	in := m.instance
-	switch path {
-	case "user-data":
+	if path == "user-data" {
 		if len(in.UserData) == 0 {
 			return nil, false, nil
 		}
 		return in.UserData, true, nil
-	case "dynamic/instance-identity/document":
-		doc, err := json.MarshalIndent(map[string]any{
-			"accountId": in.AccountID, "architecture": "x86_64", "availabilityZone": in.AvailabilityZone,
-			"imageId": in.ImageID, "instanceId": in.ID, "instanceType": in.Type,
-			"pendingTime": "2026-01-01T00:00:00Z", "privateIp": in.PrivateIPv4, "region": in.Region, "version": "2017-09-30",
-		}, "", "  ")
-		return doc, true, err
+	}
+	if rest, ok := strings.CutPrefix(path, "dynamic/"); ok {
+		return m.dynamic(rest)
 	}
 	if rest, ok := strings.CutPrefix(path, "meta-data/iam/security-credentials/"); ok && rest != "" {
 		return m.credentials(strings.TrimSuffix(rest, "/"))
@@ -187,6 +191,49 @@ func (m *IMDS) lookup(path string) ([]byte, bool, error) {
 	}
 	slices.Sort(children)
 	return []byte(strings.Join(children, "\n")), true, nil
+}
+
+// dynamic returns the document at a path below /latest/dynamic/.
+func (m *IMDS) dynamic(path string) ([]byte, bool, error) {
+	switch path {
+	case "instance-identity/document":
+		doc, err := m.document()
+		return doc, true, err
+	case "instance-identity/signature":
+		if m.signer == nil {
+			return nil, false, nil
+		}
+		doc, err := m.document()
+		if err != nil {
+			return nil, false, err
+		}
+		sig, err := m.signer.Sign(doc)
+		if err != nil {
+			return nil, false, fmt.Errorf("signing the identity document: %w", err)
+		}
+		return []byte(base64.StdEncoding.EncodeToString(sig)), true, nil
+	}
+	return nil, false, nil
+}
+
+// document is the instance identity document: the same bytes for the instance's whole
+// life (the pending time is EC2's launch time when EC2 is known), as its signature and
+// the webhook's trust on first use need.
+func (m *IMDS) document() ([]byte, error) {
+	in := m.instance
+	pending := "2026-01-01T00:00:00Z"
+	if m.ec2 != nil {
+		for _, r := range m.ec2.Instances() {
+			if r.ID == in.ID && !r.LaunchTime.IsZero() {
+				pending = r.LaunchTime.UTC().Format(time.RFC3339)
+			}
+		}
+	}
+	return json.MarshalIndent(map[string]any{
+		"accountId": in.AccountID, "architecture": "x86_64", "availabilityZone": in.AvailabilityZone,
+		"imageId": in.ImageID, "instanceId": in.ID, "instanceType": in.Type,
+		"pendingTime": pending, "privateIp": in.PrivateIPv4, "region": in.Region, "version": "2017-09-30",
+	}, "", "  ")
 }
 
 func (m *IMDS) credentials(role string) ([]byte, bool, error) {

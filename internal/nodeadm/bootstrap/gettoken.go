@@ -2,12 +2,15 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
@@ -44,7 +47,7 @@ func GetToken(ctx context.Context, w io.Writer, cluster, region string) error {
 		}
 		cfg.Region = out.Region
 	}
-	token, exp, err := identity.Mint(ctx, cfg, cluster)
+	token, exp, err := identity.MintWithProof(ctx, cfg, cluster, instanceProof(ctx))
 	if err != nil {
 		return err
 	}
@@ -52,6 +55,37 @@ func GetToken(ctx context.Context, w io.Writer, cluster, region string) error {
 	cred.Status.Token = token
 	cred.Status.ExpirationTimestamp = exp.UTC().Format(time.RFC3339)
 	return json.NewEncoder(w).Encode(cred)
+}
+
+// instanceProof reads the instance identity document and its signature from instance
+// metadata, to prove that the token comes from this instance (identity.Proof); nil when
+// the metadata service serves no signature or cannot be reached quickly: the token is
+// then a plain one, which the webhook admits where no proof is required.
+func instanceProof(ctx context.Context) *identity.Proof {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	client := imds.New(imds.Options{Endpoint: os.Getenv(EnvIMDSEndpoint), Retryer: retry.AddWithMaxAttempts(retry.NewStandard(), 2)})
+	read := func(path string) []byte {
+		out, err := client.GetDynamicData(ctx, &imds.GetDynamicDataInput{Path: path})
+		if err != nil {
+			return nil
+		}
+		defer func() { _ = out.Content.Close() }()
+		b, err := io.ReadAll(io.LimitReader(out.Content, identity.MaxDocumentBytes+1))
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	doc := read("instance-identity/document")
+	if len(doc) == 0 || len(doc) > identity.MaxDocumentBytes {
+		return nil
+	}
+	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(read("instance-identity/signature"))))
+	if err != nil || len(sig) == 0 || len(sig) > identity.MaxSignatureBytes {
+		return nil
+	}
+	return &identity.Proof{Document: doc, Signature: sig}
 }
 
 // execAPIVersion answers in the version the client asked for in KUBERNETES_EXEC_INFO.

@@ -165,7 +165,7 @@ func RenderCloudFormation(c Cluster, t Template) ([]byte, error) {
 					"SecurityGroupIds":   []any{ref("NodeSecurityGroup")},
 					"UserData":           map[string]any{"Fn::Base64": map[string]any{"Fn::Sub": userData}},
 					"MetadataOptions": map[string]any{
-						"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2,
+						"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1, // pods cannot read the node's credentials
 						"HttpTokens": map[string]any{"Fn::If": []any{"IMDSv1Disabled", "required", "optional"}},
 					},
 				},

@@ -158,6 +158,11 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		localaws.WithEdge(fmt.Sprintf("127.0.0.1:%d", rec.Port))); err != nil {
 		return fail(err)
 	}
+	// The local EC2 signs instance identity documents with a key of the cluster's, kept
+	// in its state directory with the certificate the webhook checks proofs against.
+	if c.cloud.IdentitySigner, err = localaws.LoadOrCreateIdentitySigner(cl.StateDir()); err != nil {
+		return fail(fmt.Errorf("the local EC2's instance identity key: %w", err))
+	}
 	if c.aws, err = writeAWSFiles(cl.StateDir(), cl.Name(), cfg.Region, cl.CAFile(), c.cloud, rec); err != nil {
 		return fail(err)
 	}
@@ -252,8 +257,11 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			strings.TrimPrefix(c.cloud.STSURL, "https://"), strings.TrimPrefix(c.cloud.EdgeURL, "https://"),
 			"sts." + cfg.Region + ".amazonaws.com", "sts.amazonaws.com"},
 			HTTP: c.cloud.STSHTTPClient()},
-		InstallRBAC: true,
-		InstallCRDs: true,
+		// Nodes' instance proofs are checked against the local EC2's certificate; a proof
+		// is required where a NodeAccessEntry says so (nodejoin's own node groups).
+		InstanceProofs: &authn.InstanceProofs{Certs: []*x509.Certificate{c.cloud.IdentitySigner.Cert}, Regions: []string{cfg.Region}},
+		InstallRBAC:    true,
+		InstallCRDs:    true,
 		// STANDARD access entries' policies are bound (the administrator's below).
 		AccessPolicies: true,
 		// No cloud controller manager runs here: nodejoin-controller initializes Nodes.

@@ -96,7 +96,7 @@ func (inst *Instance) serveIMDS(ctx context.Context, spec *Spec, li localaws.Ins
 			return err
 		}
 	}
-	srv := &http.Server{Handler: localaws.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: localaws.NewIMDS(li, creds).WithEC2(p.cfg.Cloud.EC2).WithSigner(p.cfg.Cloud.IdentitySigner), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelWarn)}
 	go func() { inst.imdsDone <- httpserver.Serve(imdsCtx, srv, l) }()
 	return nil

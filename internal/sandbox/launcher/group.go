@@ -74,14 +74,16 @@ func (lr *Launcher) Terminate(ctx context.Context, id string) error {
 }
 
 // EnsureRoleAccess maps a node group's instance role to the node identity, as EKS
-// creates an EC2_LINUX access entry for a managed node group's role.
+// creates an EC2_LINUX access entry for a managed node group's role; an entry it creates
+// requires the nodes' instance proof, which nodeadm sends from the local EC2's signed
+// identity document.
 func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if lr.roles[role] {
 		return nil
 	}
-	if err := ensureAccessEntry(ctx, lr.dyn, lr.prov.RoleARN(role)); err != nil {
+	if err := ensureAccessEntry(ctx, lr.dyn, lr.prov.RoleARN(role), true); err != nil {
 		return err
 	}
 	lr.roles[role] = true

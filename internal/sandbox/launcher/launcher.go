@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		cluster: cluster, hostEndpoint: c.Endpoint()}
 	switch lr.identity {
 	case instance.IdentityAWSIAM:
-		if err := ensureAccessEntry(ctx, dyn, prov.RoleARN(NodeRole(c.Name()))); err != nil {
+		if err := ensureAccessEntry(ctx, dyn, prov.RoleARN(NodeRole(c.Name())), false); err != nil {
 			return nil, errors.Join(err, prov.Close(ctx))
 		}
 	case instance.IdentityBootstrapToken:
@@ -173,8 +173,9 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 
 // ensureAccessEntry maps an instance role to the node identity, as an EKS access entry
 // of type EC2_LINUX does, unless an entry of the role exists under any name; a new one
-// is named as the local EKS names entries (v1alpha1.EntryName).
-func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, roleARN string) error {
+// is named as the local EKS names entries (v1alpha1.EntryName). With requireProof, a
+// new entry requires its nodes' instance proof (v1alpha1.InstanceProofAnnotation).
+func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, roleARN string, requireProof bool) error {
 	entries := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource)
 	list, err := entries.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -186,10 +187,14 @@ func ensureAccessEntry(ctx context.Context, dyn dynamic.Interface, roleARN strin
 			return nil
 		}
 	}
+	meta := map[string]any{"name": nodejoinv1alpha1.EntryName(roleARN)}
+	if requireProof {
+		meta["annotations"] = map[string]any{nodejoinv1alpha1.InstanceProofAnnotation: "required"}
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": nodejoinv1alpha1.APIVersion,
 		"kind":       "NodeAccessEntry",
-		"metadata":   map[string]any{"name": nodejoinv1alpha1.EntryName(roleARN)},
+		"metadata":   meta,
 		"spec":       map[string]any{"principalARN": roleARN, "type": string(nodejoinv1alpha1.AccessEntryEC2Linux)},
 	}}
 	_, err = entries.Create(ctx, u, metav1.CreateOptions{})
