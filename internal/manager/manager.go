@@ -92,6 +92,13 @@ type Config struct {
 	Signer        *csr.Signer
 	Nodes         csr.Inventory
 	MaxExpiration time.Duration
+	// ClusterName is the cluster's name: a bootstrap token's client CSR is approved only
+	// for an instance tagged kubernetes.io/cluster/<ClusterName> (csr.Policy); without
+	// it, bootstrap tokens get no certificate.
+	ClusterName string
+	// MaxSANs and MaxServingCSRsPerNode cap serving CSRs (csr.Policy.MaxSANs,
+	// MaxServingPerNode); 0: csr's defaults.
+	MaxSANs, MaxServingCSRsPerNode int
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
 	CSRWorkers int
 	// AccessReviewTTL is how long the CSR controller remembers a SubjectAccessReview
@@ -439,7 +446,9 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		c := &csr.Controller{
 			Client: client,
 			Policy: &csr.Policy{Inventory: cfg.Nodes, Review: reviews.Review, MaxExpiration: cfg.MaxExpiration,
-				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client}},
+				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client, Instances: instancesByID(cfg.Nodes)},
+				ClusterName: cfg.ClusterName, NodeRoles: csr.EntryNodeRoles{Reader: mgr.GetClient()},
+				MaxSANs: cfg.MaxSANs, MaxServingPerNode: cfg.MaxServingCSRsPerNode},
 			Signer:   cfg.Signer,
 			Log:      cfg.Log,
 			Metrics:  csr.NewMetrics(cfg.Registry),
@@ -658,6 +667,15 @@ func protobufREST(cfg *rest.Config) *rest.Config {
 		out.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
 	return out
+}
+
+// instancesByID returns the inventory's lookup by instance ID (inventory.EC2's and
+// File's), or nil when it has none: the record of bootstrap joins then forgets nothing.
+func instancesByID(nodes csr.Inventory) csr.InstancesByID {
+	if i, ok := nodes.(csr.InstancesByID); ok {
+		return i
+	}
+	return nil
 }
 
 // forgetOnRBACChange makes the CSR controller forget its remembered
