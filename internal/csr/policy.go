@@ -288,11 +288,17 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !bootstrap {
 		return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
 	}
-	if d, err := p.checkBinding(ctx, csr.Spec.Groups, user, inst); d != nil || err != nil {
+	return p.decideBootstrap(ctx, csr, inst, node, msg, registered)
+}
+
+// decideBootstrap decides the client CSR of a bootstrap token, whose review allowed it,
+// for a running instance: the token may name any node (NodeRestriction does not apply
+// to it), so it gets a first client certificate only for an instance of its node group
+// (checkBinding) that has none yet.
+func (p *Policy) decideBootstrap(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, inst *inventory.Instance, node, msg string, registered <-chan nodeRead) (*Decision, error) {
+	if d, err := p.checkBinding(ctx, csr.Spec.Groups, csr.Spec.Username, inst); d != nil || err != nil {
 		return d, err
 	}
-	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
-	// gets a first client certificate only for a node that has none yet.
 	reg := <-registered
 	if reg.err != nil {
 		return nil, fmt.Errorf("looking up Node %s: %w", node, reg.err)

@@ -669,15 +669,6 @@ func protobufREST(cfg *rest.Config) *rest.Config {
 	return out
 }
 
-// instancesByID returns the inventory's lookup by instance ID (inventory.EC2's and
-// File's), or nil when it has none: the record of bootstrap joins then forgets nothing.
-func instancesByID(nodes csr.Inventory) csr.InstancesByID {
-	if i, ok := nodes.(csr.InstancesByID); ok {
-		return i
-	}
-	return nil
-}
-
 // forgetOnRBACChange makes the CSR controller forget its remembered
 // SubjectAccessReviews whenever a ClusterRole or ClusterRoleBinding is added, changed
 // or deleted (certificatesigningrequests are cluster-scoped: only these grant them).
