@@ -93,8 +93,13 @@ func (lr *Launcher) EnsureRoleAccess(ctx context.Context, group, role string) (b
 		return true, nil
 	}
 	owner, err := nodeGroupOwning(ctx, lr.dyn, group)
-	if err != nil || owner == "" {
+	if err != nil {
 		return false, err
+	}
+	if owner == "" {
+		lr.log.Info("no access entry made for an Auto Scaling group's role: no NodeGroup owns the group, so its creator maps the role (aws eks create-access-entry --type EC2_LINUX, or aws-auth)",
+			"autoScalingGroup", group, "role", role)
+		return false, nil
 	}
 	if err := ensureAccessEntry(ctx, lr.dyn, lr.prov.RoleARN(role)); err != nil {
 		return false, err
