@@ -199,10 +199,10 @@ func (r *run) setUp(ctx context.Context, twoReplicas bool) (func(), error) {
 
 // nodeAccess lets the nodes in: a bootstrap token of their node group, or a
 // NodeAccessEntry for their instance role. It returns the token ("" for aws-iam).
+// A bootstrap token's instance needs a node role too (the CSR policy approves its
+// client certificate only for an instance of its node group with a node role), so the
+// entry is made in both cases.
 func (r *run) nodeAccess(ctx context.Context) (string, error) {
-	if r.opts.Identity == IdentityBootstrapToken {
-		return bootstraptoken.Mint(ctx, r.client, nodeGroup, 2*time.Hour, time.Now())
-	}
 	dyn, err := dynamic.NewForConfig(r.cluster.RESTConfig())
 	if err != nil {
 		return "", err
@@ -217,10 +217,13 @@ func (r *run) nodeAccess(ctx context.Context) (string, error) {
 	if _, err := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("creating the NodeAccessEntry of role %s: %w", nodeRole, err)
 	}
-	// The webhook maps roles from its cache of NodeAccessEntries: wait until a token of
-	// the role would be accepted, which the first node's first request would otherwise
-	// race.
+	// The webhook and the CSR policy read NodeAccessEntries from their caches: wait
+	// until the role would be known, which the first node's first request would
+	// otherwise race.
 	time.Sleep(time.Second)
+	if r.opts.Identity == IdentityBootstrapToken {
+		return bootstraptoken.Mint(ctx, r.client, nodeGroup, 2*time.Hour, time.Now())
+	}
 	return "", nil
 }
 
@@ -234,7 +237,12 @@ func (r *run) launch(i int) (localaws.Instance, error) {
 	if err := localaws.InstanceDefaults(&inst); err != nil {
 		return inst, err
 	}
-	return inst, r.cloud.EC2.Launch(inst)
+	// Tagged as a node group's instances are: a bootstrap token joins only instances
+	// tagged for its group and the cluster (csr.NodeGroupTag, csr.ClusterTagPrefix;
+	// bench does not import the control plane).
+	return inst, r.cloud.EC2.Launch(inst, localaws.WithTags(map[string]string{
+		"eks:nodegroup-name": nodeGroup, "kubernetes.io/cluster/" + r.cluster.Name(): "owned",
+	}))
 }
 
 // kubeletConfig is node i's simulated kubelet, as nodeadm would configure a real one.

@@ -74,6 +74,8 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", health,
 		"--token-cleanup-interval", "0",
 		"--identity", spec.id,
+		// The cluster whose tag bootstrap-token instances must carry.
+		"--cluster-id", r.cluster.Name(),
 		"--leader-elect=" + strconv.FormatBool(spec.leaderElect),
 	}
 	if r.opts.CSRWorkers > 0 {
@@ -97,7 +99,6 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		argv = append(argv, "--webhook-listen", spec.webhook,
 			"--tls-cert", p.TokenWebhook.Cert, "--tls-key", p.TokenWebhook.Key,
 			"--webhook-client-ca-file", p.TokenWebhookClientCA,
-			"--cluster-id", r.cluster.Name(),
 			"--sts-host", strings.TrimPrefix(r.cloud.STSURL, "https://"), "--sts-ca-bundle", r.cluster.CAFile())
 	}
 	rep := &replica{id: spec.id, metricsURL: "http://" + metrics + "/metrics", healthURL: "http://" + health + "/readyz"}

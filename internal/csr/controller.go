@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -53,6 +54,10 @@ type Controller struct {
 	// signers; CSRs of the others are left to another approver and signer (such as
 	// kube-controller-manager's for client certificates, as upstream clusters have it).
 	Signers []string
+	// PruneInterval is how often the record of bootstrap joins forgets the instances
+	// that are gone (ConfigMapRecord.Prune), while this controller runs; default
+	// DefaultPruneInterval, negative: never.
+	PruneInterval time.Duration
 
 	// reader reads CSRs from the manager's cache.
 	reader client.Reader
@@ -103,11 +108,55 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		csr, ok := o.(*certificatesv1.CertificateSigningRequest)
 		return ok && slices.Contains(signers, csr.Spec.SignerName)
 	})
+	if err := c.addPruner(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("certificatesigningrequest").
 		Watches(&certificatesv1.CertificateSigningRequest{}, servingFirst(), builder.WithPredicates(kubelets)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
+}
+
+// DefaultPruneInterval is Controller.PruneInterval's default: at ten minutes, with the
+// instances of a day's churn, the record holds the live instances and those gone in the
+// last ten minutes.
+const DefaultPruneInterval = 10 * time.Minute
+
+// pruner is an IssuedRecord that forgets instances that are gone (ConfigMapRecord).
+type pruner interface {
+	Prune(ctx context.Context) (int, error)
+}
+
+// addPruner runs the record's pruning every PruneInterval, on the leader (a Runnable
+// needs leader election unless it says otherwise), when the record prunes.
+func (c *Controller) addPruner(mgr ctrl.Manager) error {
+	p, ok := c.Policy.Issued.(pruner)
+	if !ok || c.PruneInterval < 0 {
+		return nil
+	}
+	every := c.PruneInterval
+	if every == 0 {
+		every = DefaultPruneInterval
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			n, err := p.Prune(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				c.logger().Warn("pruning the record of bootstrap joins failed, retrying later", "err", err)
+			case n > 0:
+				c.logger().Info("the record of bootstrap joins forgot instances that are gone", "instances", n)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}))
 }
 
 // servingPriority is the work queue priority of serving CSRs; client CSRs get 0.

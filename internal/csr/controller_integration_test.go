@@ -62,6 +62,25 @@ const node = "ip-198-18-0-11.us-west-2.compute.internal"
 
 type staticInventory map[string]*inventory.Instance
 
+// The instances of these tests are of node group "workers" of cluster "test", with a
+// node role; webNode's is of group "web".
+const (
+	nodeRoleARN = "arn:aws:iam::111122223333:role/nodes"
+	webNode     = "ip-198-18-0-20.us-west-2.compute.internal"
+)
+
+var workersTags = map[string]string{csr.NodeGroupTag: "workers", csr.ClusterTagPrefix + "test": "owned"}
+
+// nodeRoles knows nodeRoleARN as a node role.
+type nodeRoles struct{}
+
+func (nodeRoles) NodeRole(_ context.Context, inst *inventory.Instance) (string, error) {
+	if inst.RoleARN == nodeRoleARN {
+		return "test", nil
+	}
+	return "", nil
+}
+
 func (i staticInventory) InstanceForNode(_ context.Context, n string) (*inventory.Instance, error) {
 	if inst, ok := i[n]; ok {
 		return inst, nil
@@ -93,8 +112,8 @@ func TestControllerDecidesAndIssues(t *testing.T) {
 	c := &csr.Controller{
 		Client: env.Client,
 		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
-			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
-		}}},
+			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")}, RoleARN: nodeRoleARN, Role: "nodes", Tags: workersTags,
+		}}, ClusterName: "test", NodeRoles: nodeRoles{}},
 		Signer: &csr.Signer{CA: env.Cluster.CA()},
 		Log:    slog.New(slog.DiscardHandler),
 	}
@@ -178,8 +197,8 @@ func TestFailoverDuringABurst(t *testing.T) {
 			OnIssued: func(name string) { mu.Lock(); issued[name]++; mu.Unlock() },
 			Client:   env.Client,
 			Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
-				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
-			}}},
+				ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")}, RoleARN: nodeRoleARN, Role: "nodes", Tags: workersTags,
+			}}, MaxServingPerNode: 100}, // one node's burst of 30
 			Signer: &csr.Signer{CA: env.Cluster.CA()},
 		}
 	}
@@ -266,7 +285,7 @@ func TestSignerRechecksForeignApprovals(t *testing.T) {
 	c := &csr.Controller{
 		Client: env.Client,
 		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client), Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: staticInventory{node: {
-			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+			ID: "i-0aaa", State: "running", DNSNames: []string{node}, IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11")}, RoleARN: nodeRoleARN, Role: "nodes", Tags: workersTags,
 		}}},
 		Signer:   &csr.Signer{CA: env.Cluster.CA()},
 		OnIssued: func(name string) { mu.Lock(); issued = append(issued, name); mu.Unlock() },
@@ -317,13 +336,15 @@ func TestBootstrapTokenCannotTakeOverANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := staticInventory{
-		node:       {ID: "i-0aaa", State: "running", DNSNames: []string{node}},
-		registered: {ID: "i-0bbb", State: "running", DNSNames: []string{registered}},
+		node:       {ID: "i-0aaa", State: "running", DNSNames: []string{node}, RoleARN: nodeRoleARN, Role: "nodes", Tags: workersTags},
+		registered: {ID: "i-0bbb", State: "running", DNSNames: []string{registered}, RoleARN: nodeRoleARN, Role: "nodes", Tags: workersTags},
+		webNode: {ID: "i-0web", State: "running", DNSNames: []string{webNode}, RoleARN: nodeRoleARN, Role: "nodes",
+			Tags: map[string]string{csr.NodeGroupTag: "web", csr.ClusterTagPrefix + "test": "owned"}},
 	}
 	c := &csr.Controller{
 		Client: env.Client,
 		Policy: &csr.Policy{Review: csr.NewAccessReview(env.Client), NodeRegistered: csr.NewNodeRegistered(env.Client),
-			Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: inv},
+			Issued: &csr.ConfigMapRecord{Client: env.Client}, Inventory: inv, ClusterName: "test", NodeRoles: nodeRoles{}},
 		Signer: &csr.Signer{CA: env.Cluster.CA()},
 	}
 	done := make(chan error, 1)
@@ -340,13 +361,17 @@ func TestBootstrapTokenCannotTakeOverANode(t *testing.T) {
 		t.Fatalf("first-join not issued: %+v", got.Status.Conditions)
 	}
 	testenv.CreateCSR(t, bootstrap, "second-join", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+node, nil), usages...)
-	for _, tt := range []struct{ name, msg string }{
-		{"takeover-registered", "node " + registered + " is already registered; a bootstrap token cannot take it over"},
-		{"second-join", "instance i-0aaa of node " + node + " already got a client certificate through a bootstrap token (CSR first-join)"},
+	// The groups come from the API server, which read them from the token: a token of
+	// group "workers" gets nothing for an instance of group "web".
+	testenv.CreateCSR(t, bootstrap, "other-group", csr.SignerKubeletClient, testenv.CSR(t, "system:node:"+webNode, nil), usages...)
+	for _, tt := range []struct{ name, reason, msg string }{
+		{"takeover-registered", csr.ReasonAlreadyJoined, "node " + registered + " is already registered; a bootstrap token cannot take it over"},
+		{"second-join", csr.ReasonAlreadyJoined, "instance i-0aaa of node " + node + " already got a client certificate through a bootstrap token (CSR first-join)"},
+		{"other-group", csr.ReasonTokenGroup, `instance i-0web is tagged for node group "web", the token is for "workers"`},
 	} {
 		got := testenv.Settled(t, env.Client, tt.name)
-		if d := condition(got, certificatesv1.CertificateDenied); d == nil || d.Reason != csr.ReasonAlreadyJoined || d.Message != tt.msg {
-			t.Errorf("%s: %+v, want Denied %s %q", tt.name, got.Status.Conditions, csr.ReasonAlreadyJoined, tt.msg)
+		if d := condition(got, certificatesv1.CertificateDenied); d == nil || d.Reason != tt.reason || d.Message != tt.msg {
+			t.Errorf("%s: %+v, want Denied %s %q", tt.name, got.Status.Conditions, tt.reason, tt.msg)
 		}
 	}
 	cm, err := env.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, csr.IssuedConfigMapName, metav1.GetOptions{})

@@ -2,7 +2,10 @@ package csr
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/nodejoin/nodejoin/internal/inventory"
 )
 
 // IssuedConfigMapName is the kube-system ConfigMap that records, by instance ID, the
@@ -27,6 +32,9 @@ type ConfigMapRecord struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the ConfigMap; defaults kube-system, IssuedConfigMapName.
 	Namespace, Name string
+	// Instances, when set, lets Prune forget the instances that are gone; without it
+	// the record only grows.
+	Instances InstancesByID
 
 	mu      sync.Mutex
 	pending []*claimRequest
@@ -217,6 +225,66 @@ func (r *ConfigMapRecord) claimAll(ctx context.Context, batch []*claimRequest) (
 	}
 	r.keep(written)
 	return nil
+}
+
+// InstancesByID finds an instance by ID, or inventory.ErrNotFound; inventory.EC2 and
+// inventory.File are such.
+type InstancesByID interface {
+	Instance(ctx context.Context, id string) (*inventory.Instance, error)
+}
+
+// Prune forgets the instances that are gone, terminated or unknown to the inventory,
+// and returns how many it forgot. An instance ID is never used again, so a gone
+// instance's entry protects nothing; without pruning the ConfigMap grows with every
+// instance that ever joined through a bootstrap token until it reaches the API
+// server's object size limit (1 MiB, some 20,000 instances), and then no bootstrap
+// token joins any node. An instance the inventory cannot answer for (an error) or
+// that is in any other state (pending, stopped, shutting-down) is kept. The write
+// carries the resourceVersion read, so a claim made meanwhile conflicts and the
+// pruning reads again.
+func (r *ConfigMapRecord) Prune(ctx context.Context) (int, error) {
+	if r.Instances == nil {
+		return 0, nil
+	}
+	ns, name := r.names()
+	cms := r.Client.CoreV1().ConfigMaps(ns)
+	removed := 0
+	err := retry.RetryOnConflict(claimBackoff, func() error {
+		removed = 0
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+		}
+		for _, id := range slices.Sorted(maps.Keys(cm.Data)) {
+			inst, err := r.Instances.Instance(ctx, id)
+			switch {
+			case errors.Is(err, inventory.ErrNotFound), err == nil && inst.State == "terminated":
+				delete(cm.Data, id)
+				removed++
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+		}
+		if removed == 0 {
+			return nil
+		}
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("updating ConfigMap %s/%s: %w", ns, name, err)
+		}
+		return err
+	})
+	if removed > 0 {
+		// The next claim reads the ConfigMap as pruned instead of conflicting with it.
+		r.keep(nil)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return removed, nil
 }
 
 // NewNodeRegistered returns a Policy.NodeRegistered that asks the API server.

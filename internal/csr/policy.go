@@ -101,6 +101,21 @@ type Policy struct {
 	// Issued records the instances a bootstrap token's client certificate was issued
 	// for; an instance gets one only once. Required.
 	Issued IssuedRecord
+	// ClusterName and NodeRoles bind bootstrap tokens to their node group (binding.go):
+	// a bootstrap token's client CSR is approved only for an instance tagged
+	// kubernetes.io/cluster/<ClusterName> and for the token's node group, whose role
+	// NodeRoles knows as a node role. Without them every bootstrap token is denied.
+	ClusterName string
+	NodeRoles   NodeRoles
+	// MaxSANs bounds the DNS and IP subjectAltNames of a serving CSR; 0 means
+	// DefaultMaxSANs. MaxServingPerNode bounds the serving CSRs approved for one node
+	// within ServingWindow; 0 means DefaultMaxServingPerNode and DefaultServingWindow
+	// (caps.go).
+	MaxSANs           int
+	MaxServingPerNode int
+	ServingWindow     time.Duration
+
+	serving servingLedger
 }
 
 // IssuedRecord remembers, across restarts, which instance got a client certificate
@@ -273,8 +288,17 @@ func (p *Policy) decideClient(ctx context.Context, csr *certificatesv1.Certifica
 	if !bootstrap {
 		return &Decision{Approve: true, Reason: ReasonApproved, Message: msg}, nil
 	}
-	// A bootstrap token may name any node (NodeRestriction does not apply to it): it
-	// gets a first client certificate only for a node that has none yet.
+	return p.decideBootstrap(ctx, csr, inst, node, msg, registered)
+}
+
+// decideBootstrap decides the client CSR of a bootstrap token, whose review allowed it,
+// for a running instance: the token may name any node (NodeRestriction does not apply
+// to it), so it gets a first client certificate only for an instance of its node group
+// (checkBinding) that has none yet.
+func (p *Policy) decideBootstrap(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, inst *inventory.Instance, node, msg string, registered <-chan nodeRead) (*Decision, error) {
+	if d, err := p.checkBinding(ctx, csr.Spec.Groups, csr.Spec.Username, inst); d != nil || err != nil {
+		return d, err
+	}
 	reg := <-registered
 	if reg.err != nil {
 		return nil, fmt.Errorf("looking up Node %s: %w", node, reg.err)
@@ -323,6 +347,9 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
 		return deny(ReasonSANs, "a serving certificate needs at least one DNS or IP subjectAltName"), nil
 	}
+	if n, limit := len(req.DNSNames)+len(req.IPAddresses), p.maxSANs(); n > limit {
+		return deny(ReasonTooManySANs, "the request has %d DNS and IP subjectAltNames, more than the maximum of %d", n, limit), nil
+	}
 	ok, err := p.Review(ctx, csr, subresourceSelfSrv)
 	if err != nil {
 		return nil, err
@@ -335,6 +362,9 @@ func (p *Policy) decideServing(ctx context.Context, csr *certificatesv1.Certific
 		return d, err
 	}
 	if d := checkSANs(req, inst); d != nil {
+		return d, nil
+	}
+	if d := p.countServing(node, csr.Name); d != nil {
 		return d, nil
 	}
 	return &Decision{Approve: true, Reason: ReasonApproved, Message: MessageServing}, nil

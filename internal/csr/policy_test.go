@@ -36,10 +36,13 @@ func (s staticInventory) InstanceForNode(_ context.Context, node string) (*inven
 	return nil, inventory.ErrNotFound
 }
 
+// workerTags are the tags of an instance of node group "workers" of cluster "test".
+var workerTags = map[string]string{NodeGroupTag: "workers", ClusterTagPrefix + "test": "owned"}
+
 var instances = staticInventory{
-	nodeA: {ID: "i-0aaa", State: "running", DNSNames: []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"},
+	nodeA: {ID: "i-0aaa", State: "running", Role: "nodes", RoleARN: "arn:aws:iam::111122223333:role/nodes", Tags: workerTags, DNSNames: []string{nodeA, "ec2-3-18-214-69.us-west-2.compute.amazonaws.com"},
 		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.11"), netip.MustParseAddr("3.18.214.69")}},
-	"ip-198-18-0-12.us-west-2.compute.internal": {ID: "i-0bbb", State: "running", DNSNames: []string{"ip-198-18-0-12.us-west-2.compute.internal"},
+	"ip-198-18-0-12.us-west-2.compute.internal": {ID: "i-0bbb", State: "running", Role: "nodes", RoleARN: "arn:aws:iam::111122223333:role/nodes", Tags: workerTags, DNSNames: []string{"ip-198-18-0-12.us-west-2.compute.internal"},
 		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.12")}},
 	"ip-198-18-0-13.us-west-2.compute.internal": {ID: "i-0ccc", State: "terminated", DNSNames: []string{"ip-198-18-0-13.us-west-2.compute.internal"},
 		IPs: []netip.Addr{netip.MustParseAddr("198.18.0.13")}},
@@ -187,7 +190,7 @@ func TestClientDecisions(t *testing.T) {
 		return allowed[c.Spec.Username+"/"+sub], nil
 	}, NodeRegistered: func(_ context.Context, name string) (bool, error) {
 		return name == "ip-198-18-0-12.us-west-2.compute.internal", nil
-	}, Issued: issued}
+	}, Issued: issued, ClusterName: "test", NodeRoles: roleSet{"arn:aws:iam::111122223333:role/nodes": true}}
 	allowed["system:bootstrap:abcdef/nodeclient"] = true
 	allowed[cnA+"/selfnodeclient"] = true
 	allowed[cnA+"/nodeclient"] = true
@@ -299,6 +302,16 @@ func TestKeyStrength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// roleSet is NodeRoles of a fixed set of role ARNs.
+type roleSet map[string]bool
+
+func (r roleSet) NodeRole(_ context.Context, inst *inventory.Instance) (string, error) {
+	if r[inst.RoleARN] {
+		return "test entry", nil
+	}
+	return "", nil
 }
 
 // mapRecord is an IssuedRecord in memory.

@@ -396,6 +396,12 @@ func (e *EC2) instance(ctx context.Context, raw *described) (*Instance, error) {
 		}
 	}
 	inst.IPs = addresses(&raw.Instance)
+	for _, t := range raw.Tags {
+		if inst.Tags == nil {
+			inst.Tags = map[string]string{}
+		}
+		inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
 	if raw.IamInstanceProfile != nil {
 		role, err := e.role(ctx, aws.ToString(raw.IamInstanceProfile.Arn))
 		if err != nil {

@@ -47,6 +47,9 @@ type Instance struct {
 	DNSNames []string
 	// IPs are every private and public address of the instance's network interfaces.
 	IPs []netip.Addr
+	// Tags are the instance's tags (nil when it has none or the inventory does not
+	// say): the CSR policy reads a bootstrap-token node's group and cluster from them.
+	Tags map[string]string
 }
 
 // Clone returns a copy that shares nothing with i.
@@ -54,6 +57,7 @@ func (i *Instance) Clone() *Instance {
 	c := *i
 	c.DNSNames = slices.Clone(i.DNSNames)
 	c.IPs = slices.Clone(i.IPs)
+	c.Tags = maps.Clone(i.Tags)
 	return &c
 }
 
@@ -67,7 +71,7 @@ var ErrNotFound = errors.New("instance not found")
 //	  "privateDnsName": "ip-198-18-0-11.local.internal",
 //	  "dnsNames": ["ip-198-18-0-11.local.internal"], "ips": ["198.18.0.11"]}}
 //
-// "accountId" and "roleArn" may be given too.
+// "accountId", "roleArn" and "tags" (an object of strings) may be given too.
 type File struct {
 	Path string
 
@@ -79,14 +83,15 @@ type File struct {
 
 // fileEntry is one instance as the file writes it.
 type fileEntry struct {
-	ID             string   `json:"id"`
-	State          string   `json:"state"`
-	AccountID      string   `json:"accountId,omitempty"`
-	Role           string   `json:"role,omitempty"`
-	RoleARN        string   `json:"roleArn,omitempty"`
-	PrivateDNSName string   `json:"privateDnsName,omitempty"`
-	DNSNames       []string `json:"dnsNames,omitempty"`
-	IPs            []string `json:"ips,omitempty"`
+	ID             string            `json:"id"`
+	State          string            `json:"state"`
+	AccountID      string            `json:"accountId,omitempty"`
+	Role           string            `json:"role,omitempty"`
+	RoleARN        string            `json:"roleArn,omitempty"`
+	PrivateDNSName string            `json:"privateDnsName,omitempty"`
+	DNSNames       []string          `json:"dnsNames,omitempty"`
+	IPs            []string          `json:"ips,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
 }
 
 func (f *File) load() error {
@@ -126,7 +131,7 @@ func parseFile(data []byte, source string) (byNode, byID map[string]*Instance, e
 		nodeOf[e.ID] = node
 		inst := &Instance{
 			ID: e.ID, State: e.State, AccountID: e.AccountID, Role: e.Role, RoleARN: e.RoleARN,
-			PrivateDNSName: strings.ToLower(e.PrivateDNSName),
+			PrivateDNSName: strings.ToLower(e.PrivateDNSName), Tags: maps.Clone(e.Tags),
 		}
 		for _, n := range e.DNSNames {
 			inst.DNSNames = append(inst.DNSNames, strings.ToLower(n))
@@ -148,7 +153,7 @@ func Encode(byNode map[string]*Instance) ([]byte, error) {
 	out := make(map[string]*fileEntry, len(byNode))
 	for node, inst := range byNode {
 		e := &fileEntry{ID: inst.ID, State: inst.State, AccountID: inst.AccountID, Role: inst.Role, RoleARN: inst.RoleARN,
-			PrivateDNSName: inst.PrivateDNSName, DNSNames: inst.DNSNames}
+			PrivateDNSName: inst.PrivateDNSName, DNSNames: inst.DNSNames, Tags: inst.Tags}
 		for _, ip := range inst.IPs {
 			e.IPs = append(e.IPs, ip.String())
 		}

@@ -16,10 +16,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/bootstraptoken"
 	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/inventory"
@@ -39,6 +43,13 @@ func simNode(n int) instance {
 	return instance{node: fmt.Sprintf("ip-198-18-%d-%d.local.internal", n/240, 10+n%240), id: fmt.Sprintf("i-0%016x", n), ip: fmt.Sprintf("198.18.%d.%d", n/240, 10+n%240)}
 }
 
+// simCluster is the cluster's name and simNodeRole the simulated instances' role, which
+// a NodeAccessEntry maps (startControlPlane).
+const (
+	simCluster  = "sim"
+	simNodeRole = "arn:aws:iam::111122223333:role/nodes"
+)
+
 // writeInventory writes the file inventory nodejoin-controller checks serving CSRs against.
 func writeInventory(t testing.TB, path string, insts ...instance) {
 	t.Helper()
@@ -48,7 +59,10 @@ func writeInventory(t testing.TB, path string, insts ...instance) {
 		if in.inventoryIP != "" {
 			ip = in.inventoryIP
 		}
-		m[in.node] = &inventory.Instance{ID: in.id, State: "running", PrivateDNSName: in.node, DNSNames: []string{in.node}, IPs: []netip.Addr{netip.MustParseAddr(ip)}}
+		// An instance of node group "workers" of cluster "sim" with a node role: a
+		// bootstrap token of "workers" joins only such an instance.
+		m[in.node] = &inventory.Instance{ID: in.id, State: "running", PrivateDNSName: in.node, DNSNames: []string{in.node}, IPs: []netip.Addr{netip.MustParseAddr(ip)},
+			Role: "nodes", RoleARN: simNodeRole, Tags: map[string]string{csr.NodeGroupTag: "workers", csr.ClusterTagPrefix + simCluster: "owned"}}
 	}
 	data, err := inventory.Encode(m)
 	if err != nil {
@@ -100,7 +114,9 @@ func startControlPlane(t testing.TB) *controlPlane {
 		Log:                  slog.New(slog.NewTextHandler(cp.logs, nil)),
 		Signer:               &csr.Signer{CA: env.Cluster.CA()},
 		Nodes:                &inventory.File{Path: cp.inventory},
+		ClusterName:          simCluster,
 		InstallRBAC:          true,
+		InstallCRDs:          true,
 		TokenCleanupInterval: -1,
 		OnStarted:            func() { close(started) },
 	}
@@ -119,6 +135,22 @@ func startControlPlane(t testing.TB) *controlPlane {
 	case <-started:
 	case err := <-done:
 		t.Fatalf("manager: %v\n%s", err, cp.logs.String())
+	}
+	entry := &nodejoinv1alpha1.NodeAccessEntry{ObjectMeta: metav1.ObjectMeta{Name: "nodes"},
+		Spec: nodejoinv1alpha1.NodeAccessEntrySpec{PrincipalARN: simNodeRole, Type: nodejoinv1alpha1.AccessEntryEC2Linux}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion(nodejoinv1alpha1.APIVersion)
+	u.SetKind(nodejoinv1alpha1.NodeAccessEntryKind)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(nodejoinv1alpha1.NodeAccessEntryResource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the nodes' NodeAccessEntry: %v", err)
 	}
 	return cp
 }

@@ -93,6 +93,13 @@ type Config struct {
 	ApproveOnly   bool // approve or deny without a Signer: kube-controller-manager signs
 	Nodes         csr.Inventory
 	MaxExpiration time.Duration
+	// ClusterName is the cluster's name: a bootstrap token's client CSR is approved only
+	// for an instance tagged kubernetes.io/cluster/<ClusterName> (csr.Policy); without
+	// it, bootstrap tokens get no certificate.
+	ClusterName string
+	// MaxSANs and MaxServingCSRsPerNode cap serving CSRs (csr.Policy.MaxSANs,
+	// MaxServingPerNode); 0: csr's defaults.
+	MaxSANs, MaxServingCSRsPerNode int
 	// CSRWorkers is how many CSRs are settled at once; default DefaultCSRWorkers.
 	CSRWorkers int
 	// AccessReviewTTL is how long the CSR controller remembers a SubjectAccessReview
@@ -442,7 +449,9 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 		c := &csr.Controller{
 			Client: client,
 			Policy: &csr.Policy{Inventory: cfg.Nodes, Review: reviews.Review, MaxExpiration: cfg.MaxExpiration,
-				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client}},
+				NodeRegistered: csr.NewNodeRegistered(client), Issued: &csr.ConfigMapRecord{Client: client, Instances: instancesByID(cfg.Nodes)},
+				ClusterName: cfg.ClusterName, NodeRoles: csr.EntryNodeRoles{Reader: mgr.GetClient()},
+				MaxSANs: cfg.MaxSANs, MaxServingPerNode: cfg.MaxServingCSRsPerNode},
 			Signer:   cfg.Signer,
 			Log:      cfg.Log,
 			Metrics:  csr.NewMetrics(cfg.Registry),

@@ -70,6 +70,7 @@ type Options struct {
 	accessReviewTTL                       time.Duration
 	csrWorkers                            int
 	csrSigners                            []string
+	maxSANs, maxServingPerNode            int
 	kubeAPIQPS                            float32
 	kubeAPIBurst                          int
 	addons                                addonOptions
@@ -90,6 +91,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.webhookListen, "webhook-listen", "", "serve TokenReviews over HTTPS at ADDR/authenticate (default: no webhook)")
 	f.IntVar(&o.csrWorkers, "csr-workers", DefaultCSRWorkers, "how many CSRs are settled at once (the CSR controller's concurrent reconciles)")
 	f.DurationVar(&o.accessReviewTTL, "access-review-cache-ttl", DefaultAccessReviewTTL, "how long a SubjectAccessReview that allowed a CSR's requester is remembered (denials never are; 0: ask every time)")
+	f.IntVar(&o.maxSANs, "max-serving-sans", csr.DefaultMaxSANs, "most DNS and IP subjectAltNames a kubelet serving CSR may ask for; CSRs with more are denied")
+	f.IntVar(&o.maxServingPerNode, "max-serving-csrs-per-node", csr.DefaultMaxServingPerNode, "most serving CSRs approved for one node within an hour; more are denied")
 	f.StringSliceVar(&o.csrSigners, "csr-signers", nil, "settle only the CSRs of these kubelet signers (default both: kubernetes.io/kubelet-serving,kubernetes.io/kube-apiserver-client-kubelet)")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", "serve Go's /debug/pprof/ profiles at http://ADDR (default: off; loopback only)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to FILE when the controller stops")
@@ -134,7 +137,7 @@ func (o *Options) commonFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM CA of kube-apiserver's client certificate for the webhook: TLS handshakes without a certificate it signed fail (required with the webhook)")
 	f.BoolVar(&o.insecureNoClientCert, "webhook-insecure-no-client-cert", false, "serve token reviews to any client, without --webhook-client-ca-file (anyone reaching the port can spend the webhook's STS budget)")
 	f.IntVar(&o.maxInFlight, "webhook-max-in-flight", httpserver.DefaultMaxInFlight, "token review requests handled at once; more are answered 429 with Retry-After")
-	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to")
+	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to and bootstrap-token instances tagged for (kubernetes.io/cluster/NAME)")
 	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
 	f.StringVar(&o.stsCABundle, "sts-ca-bundle", "", "PEM CAs to trust for STS (default: the system's)")
@@ -360,11 +363,14 @@ func (o *Options) run(ctx context.Context, signing bool) error {
 		return err
 	}
 	cfg := Config{
-		Log:                  logging.FromContext(ctx),
-		MaxExpiration:        o.maxExpiration,
-		InstallRBAC:          signing && o.installRBAC,
-		InstallCRDs:          signing && o.installCRDs,
-		TokenCleanupInterval: -1,
+		Log:                   logging.FromContext(ctx),
+		MaxExpiration:         o.maxExpiration,
+		ClusterName:           o.clusterID,
+		MaxSANs:               o.maxSANs,
+		MaxServingCSRsPerNode: o.maxServingPerNode,
+		InstallRBAC:           signing && o.installRBAC,
+		InstallCRDs:           signing && o.installCRDs,
+		TokenCleanupInterval:  -1,
 	}
 	if signing {
 		if err := o.addons.config(&cfg); err != nil {

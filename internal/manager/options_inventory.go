@@ -67,3 +67,12 @@ func openEC2(ctx context.Context, o *inventoryOptions) (instanceInventory, error
 	}
 	return inventory.NewEC2(cfg, inventory.EC2Options{EC2Endpoint: o.ec2Endpoint, IAMEndpoint: o.iamEndpoint}), nil
 }
+
+// instancesByID returns the inventory's lookup by instance ID (inventory.EC2's and
+// File's), or nil when it has none: the record of bootstrap joins then forgets nothing.
+func instancesByID(nodes csr.Inventory) csr.InstancesByID {
+	if i, ok := nodes.(csr.InstancesByID); ok {
+		return i
+	}
+	return nil
+}

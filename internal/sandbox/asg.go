@@ -27,7 +27,9 @@ func (a *asgAdapter) Launch(ctx context.Context, ls localaws.LaunchSpec) (string
 	}
 	role := ls.Role
 	if role != "" {
-		if err := l.EnsureRoleAccess(ctx, role); err != nil {
+		// Only a NodeGroup's role is mapped (deny by default); any other group's role is
+		// mapped by whoever made the group, as on EKS.
+		if _, err := l.EnsureRoleAccess(ctx, ls.GroupName, role); err != nil {
 			return "", &localaws.LaunchError{Code: "InternalFailure", Message: err.Error()}
 		}
 	}

@@ -236,21 +236,32 @@ func TestCloudFormationAndEksctlNodeGroups(t *testing.T) {
 			t.Fatalf("stack %s: %s %s\n%s", stack, s, reason, strings.Join(stackEvents(a, stack), "\n"))
 		}
 	}
+	nodeInstanceRole := func(stack string) string {
+		var outs struct {
+			Stacks []struct {
+				Outputs []struct{ OutputKey, OutputValue string }
+			}
+		}
+		a.awsJSON(&outs, "cloudformation", "describe-stacks", "--stack-name", stack)
+		for _, o := range outs.Stacks[0].Outputs {
+			if o.OutputKey == "NodeInstanceRole" {
+				return o.OutputValue
+			}
+		}
+		t.Fatalf("stack %s has no NodeInstanceRole output", stack)
+		return ""
+	}
+	// The AL2 template makes no access entry (its users add an aws-auth mapping or an
+	// access entry by hand), and the sandbox maps no role it was not asked to: its
+	// node joins once the role is mapped, as on EKS.
+	// The pinned AWS CLI (2.9) predates access entries; the SDK makes and reads them.
+	eksc := a.eksClient()
+	if _, err := eksc.CreateAccessEntry(t.Context(), &eks.CreateAccessEntryInput{ClusterName: aws.String(name), PrincipalArn: aws.String(nodeInstanceRole("aws-al2")), Type: aws.String("EC2_LINUX")}); err != nil {
+		t.Fatalf("CreateAccessEntry for the AL2 stack's role: %v", err)
+	}
 	c.poll(kubeconfig, "the AL2 and AL2023 nodes Ready", 3*time.Minute, nodeCount(2))
-	var outs struct {
-		Stacks []struct {
-			Outputs []struct{ OutputKey, OutputValue string }
-		}
-	}
-	a.awsJSON(&outs, "cloudformation", "describe-stacks", "--stack-name", "aws-al2023")
-	var role string
-	for _, o := range outs.Stacks[0].Outputs {
-		if o.OutputKey == "NodeInstanceRole" {
-			role = o.OutputValue
-		}
-	}
-	// The pinned AWS CLI (2.9) predates access entries; the SDK asks instead.
-	entry, err := a.eksClient().DescribeAccessEntry(t.Context(), &eks.DescribeAccessEntryInput{ClusterName: aws.String(name), PrincipalArn: aws.String(role)})
+	role := nodeInstanceRole("aws-al2023")
+	entry, err := eksc.DescribeAccessEntry(t.Context(), &eks.DescribeAccessEntryInput{ClusterName: aws.String(name), PrincipalArn: aws.String(role)})
 	if err != nil || aws.ToString(entry.AccessEntry.Type) != "EC2_LINUX" {
 		t.Errorf("the AL2023 stack's role %q: access entry %+v, %v; want type EC2_LINUX", role, entry, err)
 	}

@@ -229,7 +229,8 @@ func deniedCondition(t *testing.T, client kubernetes.Interface, name string) *ce
 	return got
 }
 
-// On a local cluster with bootstrap tokens: a client CSR made with a bootstrap token
+// On a local cluster with bootstrap tokens: a client CSR made with a bootstrap token of
+// another node group is denied naming both groups; one made with a bootstrap token
 // (as system:bootstrap:<id>) for the registered node is denied with the reason; a
 // serving CSR made by that node itself (with its kubelet client certificate) for its
 // own names, with an RSA-1024 key, is denied with a reason naming the key.
@@ -243,32 +244,50 @@ func TestSecurityBootstrapTokenCSRsDenied(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	// (1) A bootstrap token of the sandbox's node group asks for node 1's client
-	// certificate.
-	token, err := bootstraptoken.Mint(ctx, admin, "local", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	asToken := rest.AnonymousClientConfig(cfg)
-	asToken.BearerToken = token
-	tokenClient, err := kubernetes.NewForConfig(asToken)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeover, err := tokenClient.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-takeover-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request: csrPEM(t, ecKey, "system:node:"+n1, nil, nil), SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// clientCSR makes a client CSR for node 1 with a new bootstrap token of group.
+	clientCSR := func(group string) *certificatesv1.CertificateSigningRequest {
+		t.Helper()
+		token, err := bootstraptoken.Mint(ctx, admin, group, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		asToken := rest.AnonymousClientConfig(cfg)
+		asToken.BearerToken = token
+		tokenClient, err := kubernetes.NewForConfig(asToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tokenClient.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-takeover-"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request: csrPEM(t, ecKey, "system:node:"+n1, nil, nil), SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+				Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
+
+	// (0) A bootstrap token of another node group ("batch") asks for the client
+	// certificate of node 1, whose instance the sandbox tagged for group "local":
+	// denied before anything else is looked at (issue 25, item 2).
+	foreign := clientCSR("batch")
+	if d := deniedCondition(t, admin, foreign.Name); d == nil || d.Reason != csr.ReasonTokenGroup ||
+		!strings.HasSuffix(d.Message, `is tagged for node group "local", the token is for "batch"`) {
+		t.Errorf("client CSR of a batch token for node %s: %+v, want Denied %s naming both groups", n1, d, csr.ReasonTokenGroup)
+	} else {
+		t.Logf("another group's token denied: %s: %s", d.Reason, d.Message)
+	}
+
+	// (1) A bootstrap token of the sandbox's node group asks for node 1's client
+	// certificate.
+	takeover := clientCSR("local")
 	if !strings.HasPrefix(takeover.Spec.Username, "system:bootstrap:") {
 		t.Errorf("the CSR was made by %s, want a bootstrap token user", takeover.Spec.Username)
 	}

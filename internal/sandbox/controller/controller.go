@@ -246,6 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		Signer:          &csr.Signer{CA: cl.CA(), Duration: cfg.CertLifetime, ClientMaxDuration: cfg.CertLifetime},
 		Nodes:           inv,
 		Instances:       inv,
+		ClusterName:     cl.Name(),
 		WebhookListener: wl,
 		// Only kube-apiserver, with its client certificate, may ask for reviews.
 		WebhookTLS: httpserver.MutualTLS(cert, clientCAs),

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	nodejoinv1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 
@@ -73,21 +77,54 @@ func (lr *Launcher) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// EnsureRoleAccess maps a node group's instance role to the node identity, as EKS
-// creates an EC2_LINUX access entry for a managed node group's role; an entry it creates
-// requires the nodes' instance proof, which nodeadm sends from the local EC2's signed
-// identity document.
-func (lr *Launcher) EnsureRoleAccess(ctx context.Context, role string) error {
+// EnsureRoleAccess maps the instance role of an Auto Scaling group's instances to the
+// node identity, as EKS creates an EC2_LINUX access entry for a managed node group's
+// role, only when a NodeGroup owns the group: nodejoin's node groups and the local EKS's
+// managed ones are NodeGroup objects, and their Auto Scaling group is named after one
+// (nodegroup.ResourceNames: eks-<name>-<uid>). Any other group's
+// role (a CloudFormation stack's, eksctl's, a bastion's group) gets no entry: on EKS
+// its creator maps it (an AWS::EKS::AccessEntry, `aws eks create-access-entry --type
+// EC2_LINUX`, or aws-auth), and mapping every launched role would make any instance
+// with a role a node. It reports whether the role is mapped. An entry it creates requires the nodes'
+// instance proof, which nodeadm sends from the local EC2's signed identity document.
+func (lr *Launcher) EnsureRoleAccess(ctx context.Context, group, role string) (bool, error) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if lr.roles[role] {
-		return nil
+		return true, nil
+	}
+	owner, err := nodeGroupOwning(ctx, lr.dyn, group)
+	if err != nil {
+		return false, err
+	}
+	if owner == "" {
+		lr.log.Info("no access entry made for an Auto Scaling group's role: no NodeGroup owns the group, so its creator maps the role (aws eks create-access-entry --type EC2_LINUX, or aws-auth)",
+			"autoScalingGroup", group, "role", role)
+		return false, nil
 	}
 	if err := ensureAccessEntry(ctx, lr.dyn, lr.prov.RoleARN(role), true); err != nil {
-		return err
+		return false, err
 	}
+	lr.log.Info("access entry made for a node group's role", "nodegroup", owner, "autoScalingGroup", group, "role", role)
 	lr.roles[role] = true
-	return nil
+	return true, nil
+}
+
+// nodeGroupOwning returns the name of the NodeGroup whose Auto Scaling group is group,
+// or "" when none is.
+func nodeGroupOwning(ctx context.Context, dyn dynamic.Interface, group string) (string, error) {
+	list, err := dyn.Resource(nodejoinv1alpha1.NodeGroupResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("listing the NodeGroups: %w", err)
+	}
+	// By the name the NodeGroup controller gives its group, never by the status, which
+	// whoever may write the status could point at any group.
+	for _, ng := range list.Items {
+		if group == "eks-"+ng.GetName()+"-"+string(ng.GetUID()) {
+			return ng.GetName(), nil
+		}
+	}
+	return "", nil
 }
 
 // SniffFamily tells the AMI family a node's user data is written for, for the record:

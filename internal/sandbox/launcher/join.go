@@ -103,7 +103,7 @@ func (lr *Launcher) launch(ctx context.Context, o Request, report func(l *launch
 				InstanceType: o.InstanceType, AMIFamily: family, Identity: lr.identity, BootstrapToken: lr.token,
 				Role: NodeRole(lr.prov.ClusterName()), Kubelet: lr.kubelet,
 				KubeletFlags: o.KubeletFlags, CredentialsOf: lr.instanceID(o.CredentialsOf), ClaimAddress: lr.address(o.ClaimAddress),
-				UserData: o.UserData,
+				UserData: o.UserData, Tags: nodeTags(lr.prov.ClusterName()),
 			}
 			inst, err := lr.prov.Start(ctx, spec)
 			l.mu.Lock()

@@ -35,6 +35,19 @@ import (
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
+// LocalNodeGroup is the node group of the instances Run launches: their bootstrap
+// token is its, and they are tagged for it.
+const LocalNodeGroup = "local"
+
+// nodeTags are the tags of the instances Run launches, as a node group tags its
+// instances: its name under eks:nodegroup-name and the cluster's tag. The CSR policy
+// approves a bootstrap token's client certificate only for an instance tagged for the
+// token's node group and the cluster (csr.NodeGroupTag, csr.ClusterTagPrefix; the
+// launcher does not import the control plane).
+func nodeTags(cluster string) map[string]string {
+	return map[string]string{"eks:nodegroup-name": LocalNodeGroup, "kubernetes.io/cluster/" + cluster: "owned"}
+}
+
 // NodeRole is the instance role (and instance profile) of a cluster's local instances.
 func NodeRole(cluster string) string { return "nodejoin-" + cluster + "-node" }
 
@@ -159,12 +172,16 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: cfg.Log, roles: map[string]bool{},
 		cluster: cluster, hostEndpoint: c.Endpoint()}
 	switch lr.identity {
-	case instance.IdentityAWSIAM:
+	case instance.IdentityAWSIAM, instance.IdentityBootstrapToken:
+		// The cluster's nodes' role is a node role: its tokens map to the node
+		// identity, and a bootstrap token's client certificate is approved only for an
+		// instance with a node role.
 		if err := ensureAccessEntry(ctx, dyn, prov.RoleARN(NodeRole(c.Name())), false); err != nil {
 			return nil, errors.Join(err, prov.Close(ctx))
 		}
-	case instance.IdentityBootstrapToken:
-		if lr.token, err = bootstraptoken.Mint(ctx, client, "local", 24*time.Hour, time.Now()); err != nil {
+	}
+	if lr.identity == instance.IdentityBootstrapToken {
+		if lr.token, err = bootstraptoken.Mint(ctx, client, LocalNodeGroup, 24*time.Hour, time.Now()); err != nil {
 			return nil, errors.Join(fmt.Errorf("minting a bootstrap token: %w", err), prov.Close(ctx))
 		}
 	}
