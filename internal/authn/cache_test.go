@@ -35,7 +35,7 @@ func (c *clock) set(t time.Time) {
 // still bounds an entry when it ends sooner than the token.
 func TestCachedTokenExpiresWithTheToken(t *testing.T) {
 	f := newSTSFixture(t)
-	tok := f.mint(t, f.credentials(t, "i-0aaaaaaaaaaaaaaaa", "nodes"))
+	tok := f.mint(t, f.credentials(t, "i-0aaaaaaaaaaaaaaaa"))
 	req, err := identity.Parse(tok, []string{f.host}, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatalf("the minted token does not parse: %v", err)

@@ -59,7 +59,7 @@ func sign(t *testing.T, s *imds.Signer, doc []byte) *identity.Proof {
 // mintProof mints a token of the role session named session, carrying proof (nil: none).
 func (f *stsFixture) mintProof(t *testing.T, session string, proof *identity.Proof) string {
 	t.Helper()
-	c := f.credentials(t, session, "nodes")
+	c := f.credentials(t, session)
 	cfg := aws.Config{Region: "us-west-2", BaseEndpoint: aws.String(f.srv.URL), HTTPClient: f.srv.Client(),
 		Credentials: credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.Token)}
 	tok, _, err := identity.MintWithProof(t.Context(), cfg, "demo", proof)

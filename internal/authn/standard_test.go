@@ -134,7 +134,7 @@ func TestOnlyStandardEntriesGrantPolicies(t *testing.T) {
 // as the signed Host header; a host outside STSHosts is refused before any call.
 func TestVerifierEndpointKeepsTheSignedHost(t *testing.T) {
 	f := newSTSFixture(t)
-	creds := f.credentials(t, "i-0aaaaaaaaaaaaaaaa", "nodes")
+	creds := f.credentials(t, "i-0aaaaaaaaaaaaaaaa")
 	cfg := aws.Config{Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, creds.Token)}
 	token, _, err := identity.Mint(t.Context(), cfg, "demo")
 	if err != nil {

@@ -45,9 +45,10 @@ func (f *stsFixture) verifier() *authn.Verifier {
 	return &authn.Verifier{ClusterID: "demo", STSHosts: []string{f.host}, HTTP: c}
 }
 
-func (f *stsFixture) credentials(t *testing.T, session, role string) localaws.Credentials {
+// credentials are an instance's credentials for the role "nodes", which the tests map.
+func (f *stsFixture) credentials(t *testing.T, session string) localaws.Credentials {
 	t.Helper()
-	c, err := f.sts.InstanceCredentials(session, role)
+	c, err := f.sts.InstanceCredentials(session, "nodes") // the node role every test maps
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestWebhookSurvivesTokenFlood(t *testing.T) {
 	for sent.Load() < 500 && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	node := f.credentials(t, "i-0aaaaaaaaaaaaaaaa", "nodes")
+	node := f.credentials(t, "i-0aaaaaaaaaaaaaaaa")
 	code, out, err := review(ctx, srv.Client(), srv.URL, f.mint(t, node))
 	wg.Wait()
 	if err != nil || code != http.StatusOK || !out.Status.Authenticated {
