@@ -20,10 +20,12 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
@@ -312,14 +314,24 @@ func registerNode(t *testing.T, client kubernetes.Interface, name string) (stop 
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := metav1.Now()
-	node.Status = corev1.NodeStatus{
-		Capacity: resources, Allocatable: resources,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.11"}},
-	}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// kube-controller-manager may write the new Node first (its pod CIDR, taints): read it
+	// again on a conflict, as a kubelet does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		now := metav1.Now()
+		node.Status = corev1.NodeStatus{
+			Capacity: resources, Allocatable: resources,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: now, LastTransitionTime: now}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.11"}},
+		}
+		_, err := client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+				node = fresh
+			}
+		}
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	renew := func(ctx context.Context) error {
