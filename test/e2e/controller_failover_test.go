@@ -69,7 +69,9 @@ func TestControllerProcessFailover(t *testing.T) {
 		t.Cleanup(func() { _ = logf.Close() })
 		cmd := exec.CommandContext(ctx, exe, "run", "--kubeconfig", env.Cluster.KubeconfigPath(), "--ca-cert", p.CA.Cert, "--ca-key", p.CA.Key,
 			"--inventory", inv, "--identity", id, "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
-			"--leader-election-retry-period=500ms")
+			"--leader-election-retry-period=500ms",
+			// The burst is 30 serving CSRs of one node, past the default cap of 10 an hour.
+			"--max-serving-csrs-per-node=100")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
