@@ -78,6 +78,10 @@ type Options struct {
 	// ip-A-B-C-D.DHCPDomainName while EC2's PrivateDnsName does not change. "" for the
 	// default options.
 	DHCPDomainName string
+	// ControlPlaneNode runs a control-plane node too (sandbox/cpnode): a real kubelet
+	// in the cluster namespace, once the controller has put the node add-ons in place.
+	// Experimental; root and NetworkNamespace only.
+	ControlPlaneNode bool
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool

@@ -24,6 +24,7 @@ type upOptions struct {
 	nodeGroupKubelet instance.KubeletKind
 	instanceLimit    int
 	dhcpDomain       string
+	controlPlaneNode bool
 	detach           bool
 	network          string
 	nodeCIDR         string
@@ -73,6 +74,7 @@ func upCommand() *cobra.Command {
 	f.StringVar((*string)(&o.nodeGroupKubelet), "nodegroup-kubelet", string(sandbox.NodeGroupKubeletAuto), "what plays the kubelets of the instances node groups (Auto Scaling groups) launch: auto (real where this machine can run real kubelets: root and `make deps`; else sim), real or sim")
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
+	f.BoolVar(&o.controlPlaneNode, "control-plane-node", false, "experimental: also run a control-plane node (a real kubelet in the control plane's namespace, labelled and tainted node-role.kubernetes.io/control-plane, joined with a certificate from the cluster CA as kubeadm joins its first node); root and --network namespace")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -109,6 +111,7 @@ func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 		NodeGroupKubelet: o.nodeGroupKubelet,
 		InstanceLimit:    o.instanceLimit,
 		DHCPDomainName:   o.dhcpDomain,
+		ControlPlaneNode: o.controlPlaneNode,
 	}, nil
 }
 

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodejoin/nodejoin/internal/controlplane"
+	"github.com/nodejoin/nodejoin/internal/netns"
+)
+
+// `up --control-plane-node` gives the cluster a control-plane node as kubeadm's: a real
+// kubelet in the control plane's namespace, Ready, labelled and tainted
+// node-role.kubernetes.io/control-plane, that an ordinary pod is not scheduled to; its
+// kube-proxy programs the control plane's namespace, so that kube-apiserver's
+// namespace reaches a Service ClusterIP (before, "network is unreachable"); and
+// `down` leaves nothing of it on the host.
+func TestControlPlaneNode(t *testing.T) {
+	start := time.Now()
+	name := "e2e-cpnode"
+	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-node")
+	t.Logf("up --control-plane-node took %s", time.Since(start).Round(time.Second))
+	ctx := t.Context()
+	client, _ := adminClient(t, kubeconfig)
+	nodeName := name + "-control-plane"
+	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("control-plane Node %s: %v", nodeName, err)
+	}
+	if !nodeReady(node) {
+		t.Errorf("node %s is not Ready: %+v", node.Name, node.Status.Conditions)
+	}
+	if v, ok := node.Labels[controlplane.ControlPlaneRoleLabel]; !ok || v != "" {
+		t.Errorf("labels %v: want %s", node.Labels, controlplane.ControlPlaneRoleLabel)
+	}
+	tainted := false
+	for _, taint := range node.Spec.Taints {
+		tainted = tainted || taint.Key == controlplane.ControlPlaneTaint.Key && taint.Effect == corev1.TaintEffectNoSchedule
+	}
+	if !tainted {
+		t.Errorf("taints %v: want %s:NoSchedule", node.Spec.Taints, controlplane.ControlPlaneTaint.Key)
+	}
+
+	// An ordinary pod that only this node could take stays unscheduled for the taint.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ordinary"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: nodeName},
+			Containers:   []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10.2", ImagePullPolicy: corev1.PullNever}},
+		},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var why string
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("the ordinary pod was scheduled to %s", p.Spec.NodeName)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				why = cond.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("ordinary pod: %v", err)
+	}
+	if !strings.Contains(why, controlplane.ControlPlaneTaint.Key) {
+		t.Errorf("unschedulable for %q: want the control-plane taint named", why)
+	}
+
+	// kube-proxy runs there, and from kube-apiserver's namespace the kubernetes
+	// Service's ClusterIP answers.
+	svc, err := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := netns.NS{Name: "nodejoin-" + name}
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "443")
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		conn, err := ns.DialContext(dctx, "tcp", addr)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		_ = conn.Close()
+		return true, nil
+	}); err != nil {
+		t.Errorf("dialling the kubernetes Service %s from the control plane's namespace: %v", addr, last)
+	}
+
+	c.run("down", "--name", name)
+	c.assertNothingLeft(name, ifaces)
+	t.Logf("test took %s", time.Since(start).Round(time.Second))
+}
