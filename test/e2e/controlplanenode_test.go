@@ -78,8 +78,8 @@ func TestControlPlaneNode(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("ordinary pod: %v", err)
 	}
-	if !strings.Contains(why, controlplane.ControlPlaneTaint.Key) {
-		t.Errorf("unschedulable for %q: want the control-plane taint named", why)
+	if !strings.Contains(why, "untolerated taint") {
+		t.Errorf("unschedulable for %q: want an untolerated taint", why)
 	}
 
 	// kube-proxy runs there, and from kube-apiserver's namespace the kubernetes

@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ func (c *Config) complete() error {
 	}
 	name := c.Cluster.Name()
 	if c.NodeName == "" {
-		c.NodeName = name + "-control-plane"
+		c.NodeName = defaultNodeName(name)
 	}
 	if err := controlplane.ValidNodeName(c.NodeName); err != nil {
 		return err
@@ -263,7 +264,42 @@ func (n *Node) writeFiles(ctx context.Context) error {
 			return err
 		}
 	}
-	return n.writeCNIConfig()
+	if err := n.writeCNIConfig(); err != nil {
+		return err
+	}
+	return n.linkNodeDir()
+}
+
+// linkNodeDir makes RootBase/nodes/<node name> point at the node's root, as a local
+// instance's: the network add-on's init container, which tolerates every taint, finds
+// the node's CNI directories there (else it would create a directory of its own).
+func (n *Node) linkNodeDir() error {
+	dir := filepath.Join(filepath.Dir(n.cfg.Root), instance.NodesDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: the sandbox's node index, as instances' (instance.linkNodeDir).
+		return err
+	}
+	link := filepath.Join(dir, n.cfg.NodeName)
+	_ = os.Remove(link)
+	return os.Symlink(filepath.Join("..", filepath.Base(n.cfg.Root)), link)
+}
+
+// terminateUnder stops every process (but this one) whose command line names a path
+// under root: the node's containerd shims.
+func terminateUnder(root string) {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		data, err := os.ReadFile(p) //nolint:gosec // G304: /proc entries.
+		if err != nil || !strings.Contains(string(data), root+"/") {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if id, err := process.IdentityOf(pid); err == nil {
+			process.Terminate(id, 5*time.Second)
+		}
+	}
 }
 
 // writeCNIConfig gives the node a network configuration, so that its runtime reports
@@ -344,7 +380,7 @@ func (n *Node) wait(ctx context.Context, what string, cond wait.ConditionWithCon
 // Stop stops the kubelet, then containerd and what its pods left, unmounts and removes
 // the node's root and cgroup, and the service route. The Node object stays.
 func (n *Node) Stop(ctx context.Context) error {
-	err := cleanup(n.cfg.Root, n.cgroupRoot)
+	err := cleanup(n.cfg.Root, n.cgroupRoot, n.cfg.NodeName)
 	if n.ns.Exists() {
 		opts := n.cfg.Cluster.Options()
 		_ = n.ns.IP(ctx, "route", "del", opts.ServiceCIDR.Masked().String(), "dev", controlplane.BridgeName)
@@ -357,12 +393,14 @@ func (n *Node) Stop(ctx context.Context) error {
 // crashed or was killed; nothing when it has none. The cluster namespace, with the
 // service route, goes with the control plane.
 func Cleanup(cluster string) error {
-	return cleanup(filepath.Join(instance.RootBase(cluster), "control-plane"), cgroupRoot(cluster))
+	return cleanup(filepath.Join(instance.RootBase(cluster), "control-plane"), cgroupRoot(cluster), defaultNodeName(cluster))
 }
+
+func defaultNodeName(cluster string) string { return cluster + "-control-plane" }
 
 func cgroupRoot(cluster string) string { return "/nodejoin/" + cluster + "/control-plane" }
 
-func cleanup(root, cgroup string) error {
+func cleanup(root, cgroup, nodeName string) error {
 	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -372,8 +410,11 @@ func cleanup(root, cgroup string) error {
 			process.Terminate(id, 15*time.Second)
 		}
 	}
+	// containerd's shims outlive it; they run in the cluster namespace beside
+	// kube-apiserver, so they are found by the socket under root they name.
+	terminateUnder(root)
 	var errs []error
-	// What the node's containerd started (shims, containers) lives in its cgroup.
+	// The containers live in the node's cgroup.
 	if err := instance.RemoveCgroup(cgroup); err != nil {
 		errs = append(errs, err)
 	}
@@ -382,6 +423,10 @@ func cleanup(root, cgroup string) error {
 	} else if err := os.RemoveAll(root); err != nil {
 		errs = append(errs, err)
 	}
+	// The network add-on's index entry for the node, and the index once empty.
+	nodes := filepath.Join(filepath.Dir(root), instance.NodesDir)
+	_ = os.Remove(filepath.Join(nodes, nodeName))
+	_ = os.Remove(nodes)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cleaning up the control-plane node: %w", err)
 	}
