@@ -63,7 +63,7 @@ func TestControlPlaneNode(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // ask again until the timeout
 		}
 		if p.Spec.NodeName != "" {
 			return false, fmt.Errorf("the ordinary pod was scheduled to %s", p.Spec.NodeName)

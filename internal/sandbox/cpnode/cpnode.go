@@ -160,15 +160,10 @@ func (n *Node) manager() bootstrap.ProcessManager {
 // nodeConfig is what the node's files are rendered from: the cluster, and the same
 // host adaptations as a local instance's local NodeConfig (instance.writeLocalFiles),
 // with the kubelet registering the control-plane taint itself.
-func (n *Node) nodeConfig() (*v1alpha1.NodeConfig, error) {
-	c := n.cfg.Cluster
-	caPEM, err := os.ReadFile(c.CAFile())
-	if err != nil {
-		return nil, err
-	}
-	root := n.cfg.Root
+func (s site) nodeConfig(cfg *Config, cgroupRoot string) (*v1alpha1.NodeConfig, error) {
+	root := cfg.Root
 	kubelet := map[string]any{
-		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": n.cgroupRoot, "failSwapOn": false,
+		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": cgroupRoot, "failSwapOn": false,
 		"protectKernelDefaults":       false,
 		"volumePluginDir":             filepath.Join(root, "usr/libexec/kubernetes/kubelet-plugins/volume/exec"),
 		"podLogsDir":                  filepath.Join(root, "var/log/pods"),
@@ -187,8 +182,8 @@ func (n *Node) nodeConfig() (*v1alpha1.NodeConfig, error) {
 		return nil, err
 	}
 	return &v1alpha1.NodeConfig{Spec: v1alpha1.NodeConfigSpec{
-		Cluster: v1alpha1.ClusterDetails{Name: c.Name(), APIServerEndpoint: c.InternalEndpoint(), CertificateAuthority: caPEM,
-			CIDR: c.Options().ServiceCIDR.Masked().String()},
+		Cluster: v1alpha1.ClusterDetails{Name: s.Name, APIServerEndpoint: s.Endpoint, CertificateAuthority: s.CAPEM,
+			CIDR: s.ServiceCIDR.Masked().String()},
 		Kubelet: v1alpha1.KubeletOptions{Config: kdoc, Flags: []string{
 			// The taint from the first registration on: no pod lands here before
 			// MarkControlPlane. The role label is MarkControlPlane's: the kubelet
@@ -198,10 +193,40 @@ func (n *Node) nodeConfig() (*v1alpha1.NodeConfig, error) {
 			// an external cloud provider the kubelet sets its addresses itself and no
 			// node.cloudprovider.kubernetes.io/uninitialized taint waits for one.
 			"--cloud-provider=",
-			"--node-labels=" + corev1.LabelTopologyRegion + "=" + n.cfg.Region + "," + corev1.LabelTopologyZone + "=" + n.cfg.Zone,
+			"--node-labels=" + corev1.LabelTopologyRegion + "=" + cfg.Region + "," + corev1.LabelTopologyZone + "=" + cfg.Zone,
 		}},
 		Containerd: v1alpha1.ContainerdOptions{Config: instance.LocalContainerdConfig(root), BaseRuntimeSpec: spec},
 	}}, nil
+}
+
+// site is what the node's files say of the cluster and its network.
+type site struct {
+	Name, Endpoint        string
+	CAPEM                 []byte
+	ServiceCIDR, NodeCIDR netip.Prefix
+	Bridge                netip.Addr
+}
+
+// render renders the node's files as nodeadm would for an instance of this name and
+// address, for a kubelet of version.
+func (s site) render(cfg *Config, cgroupRoot, version string) (*bootstrap.Rendered, error) {
+	nc, err := s.nodeConfig(cfg, cgroupRoot)
+	if err != nil {
+		return nil, err
+	}
+	md := &bootstrap.Metadata{
+		InstanceID: "control-plane", InstanceType: "m5.large", Region: cfg.Region, AvailabilityZone: cfg.Zone,
+		LocalIPv4: s.Bridge.String(), PrivateDNSName: cfg.NodeName, LocalHostname: cfg.NodeName,
+		VPCIPv4CIDRs: []string{s.NodeCIDR.Masked().String()},
+	}
+	rendered, err := bootstrap.Render(nc, md, bootstrap.Options{
+		Root: cfg.Root, KubeletVersion: version, CPUMillis: 2000, InstanceTypes: instancetypes.Lookup,
+		CNIBinDir: filepath.Join(cfg.Root, instance.CNIBinDir),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rendering its files: %w", err)
+	}
+	return rendered, nil
 }
 
 func inline(v any) (v1alpha1.InlineDocument, error) {
@@ -218,28 +243,19 @@ func inline(v any) (v1alpha1.InlineDocument, error) {
 func (n *Node) writeFiles(ctx context.Context) error {
 	c := n.cfg.Cluster
 	root := n.cfg.Root
-	nc, err := n.nodeConfig()
+	caPEM, err := os.ReadFile(c.CAFile())
 	if err != nil {
 		return err
 	}
+	opts := c.Options()
+	st := site{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR, NodeCIDR: opts.NodeCIDR, Bridge: opts.BridgeAddr()}
 	ans, err := bootstrap.KubeletVersion(ctx, n.cfg.KubeletPath, "")
 	if err != nil {
 		return err
 	}
-	version := strings.TrimPrefix(strings.TrimSpace(ans.Text), "Kubernetes ")
-	opts := c.Options()
-	bridge := opts.BridgeAddr()
-	md := &bootstrap.Metadata{
-		InstanceID: "control-plane", InstanceType: "m5.large", Region: n.cfg.Region, AvailabilityZone: n.cfg.Zone,
-		LocalIPv4: bridge.String(), PrivateDNSName: n.cfg.NodeName, LocalHostname: n.cfg.NodeName,
-		VPCIPv4CIDRs: []string{c.Options().NodeCIDR.Masked().String()},
-	}
-	rendered, err := bootstrap.Render(nc, md, bootstrap.Options{
-		Root: root, KubeletVersion: version, CPUMillis: 2000, InstanceTypes: instancetypes.Lookup,
-		CNIBinDir: filepath.Join(root, instance.CNIBinDir),
-	})
+	rendered, err := st.render(&n.cfg, n.cgroupRoot, strings.TrimPrefix(strings.TrimSpace(ans.Text), "Kubernetes "))
 	if err != nil {
-		return fmt.Errorf("rendering its files: %w", err)
+		return err
 	}
 	if _, err := rendered.Files.Write(root); err != nil {
 		return err
@@ -288,7 +304,7 @@ func (n *Node) linkNodeDir() error {
 func terminateUnder(root string) {
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range cmdlines {
-		data, err := os.ReadFile(p) //nolint:gosec // G304: /proc entries.
+		data, err := os.ReadFile(p)
 		if err != nil || !strings.Contains(string(data), root+"/") {
 			continue
 		}
@@ -357,7 +373,7 @@ func (n *Node) waitReady(ctx context.Context, client kubernetes.Interface) error
 	return n.wait(ctx, "Ready", func(ctx context.Context) (bool, error) {
 		node, err := client.CoreV1().Nodes().Get(ctx, n.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // kube-apiserver may be busy: ask again until the timeout
 		}
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
