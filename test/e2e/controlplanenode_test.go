@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +107,42 @@ func TestControlPlaneNode(t *testing.T) {
 		return true, nil
 	}); err != nil {
 		t.Errorf("dialling the kubernetes Service %s from the control plane's namespace: %v", addr, last)
+	}
+
+	// kube-proxy is Running there; the controller's image (make images) is in the
+	// node's containerd, as every instance's, for the chart to run from.
+	pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onNode []string
+	for _, p := range pods.Items {
+		onNode = append(onNode, p.Name+"="+string(p.Status.Phase))
+	}
+	t.Logf("kube-system pods on %s: %v", nodeName, onNode)
+	if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
+		return strings.HasPrefix(p.Name, "kube-proxy-") && p.Status.Phase == corev1.PodRunning
+	}) {
+		t.Errorf("no kube-proxy pod Running on %s: %v", nodeName, onNode)
+	}
+	sock := filepath.Join("/var/lib/nodejoin", name, "control-plane", "run/containerd/containerd.sock")
+	if _, err := os.Stat(filepath.Join(c.binDir, "images", "nodejoin-controller.tar")); err == nil {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "k8s.io", "images", "ls", "-q").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "nodejoin-controller") {
+			t.Errorf("the controller's image is not in the control-plane node's containerd (%v):\n%s", err, out)
+		}
+	}
+	// What became of its serving certificate request: not yet approved by the
+	// in-process controller, which knows no instance behind this node (logged, for
+	// the next step: the deployed controller's own node).
+	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, csr := range csrs.Items {
+		if csr.Spec.Username == "system:node:"+nodeName {
+			t.Logf("CSR %s (%s): %+v", csr.Name, csr.Spec.SignerName, csr.Status.Conditions)
+		}
 	}
 
 	c.run("down", "--name", name)
