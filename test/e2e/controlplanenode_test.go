@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/sandbox/cpnode"
 )
 
 // `up --control-plane-node` gives the cluster a control-plane node as kubeadm's: a real
@@ -44,12 +45,10 @@ func TestControlPlaneNode(t *testing.T) {
 	if v, ok := node.Labels[controlplane.ControlPlaneRoleLabel]; !ok || v != "" {
 		t.Errorf("labels %v: want %s", node.Labels, controlplane.ControlPlaneRoleLabel)
 	}
-	tainted := false
-	for _, taint := range node.Spec.Taints {
-		tainted = tainted || taint.Key == controlplane.ControlPlaneTaint.Key && taint.Effect == corev1.TaintEffectNoSchedule
-	}
-	if !tainted {
-		t.Errorf("taints %v: want %s:NoSchedule", node.Spec.Taints, controlplane.ControlPlaneTaint.Key)
+	for _, want := range []corev1.Taint{controlplane.ControlPlaneTaint, cpnode.HostNetworkOnlyTaint} {
+		if !slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == want.Key && taint.Effect == want.Effect }) {
+			t.Errorf("taints %v: want %s:%s", node.Spec.Taints, want.Key, want.Effect)
+		}
 	}
 
 	// An ordinary pod that only this node could take stays unscheduled for the taint.
@@ -120,6 +119,13 @@ func TestControlPlaneNode(t *testing.T) {
 		onNode = append(onNode, p.Name+"="+string(p.Status.Phase))
 	}
 	t.Logf("kube-system pods on %s: %v", nodeName, onNode)
+	// Only pods that tolerate every taint (kube-proxy, aws-node) are there: CoreDNS,
+	// which tolerates the control-plane taint, is kept off by the host-network-only one.
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "coredns-") {
+			t.Errorf("pod %s was scheduled to the control-plane node, which has no pod network", p.Name)
+		}
+	}
 	if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
 		return strings.HasPrefix(p.Name, "kube-proxy-") && p.Status.Phase == corev1.PodRunning
 	}) {

@@ -41,6 +41,13 @@ import (
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
+// HostNetworkOnlyTaint says that the control-plane node has no pod network: only pods
+// with hostNetwork can run there. CoreDNS tolerates the control-plane taint, as on EKS
+// and kubeadm, and would otherwise be scheduled there and never start. Pods meant for
+// the node (the controller's chart: placement.tolerations) tolerate it too; kube-proxy
+// and aws-node tolerate every taint.
+var HostNetworkOnlyTaint = corev1.Taint{Key: "nodejoin.io/host-network-only", Effect: corev1.TaintEffectNoSchedule}
+
 // Config says how to run the control-plane node.
 type Config struct {
 	// Cluster is the running control plane; it must run in a network namespace.
@@ -188,7 +195,8 @@ func (s site) nodeConfig(cfg *Config, cgroupRoot string) (*v1alpha1.NodeConfig, 
 			// The taint from the first registration on: no pod lands here before
 			// MarkControlPlane. The role label is MarkControlPlane's: the kubelet
 			// refuses node-role.kubernetes.io/ labels in --node-labels.
-			"--register-with-taints=" + controlplane.ControlPlaneTaint.Key + "=:" + string(controlplane.ControlPlaneTaint.Effect),
+			"--register-with-taints=" + controlplane.ControlPlaneTaint.Key + "=:" + string(controlplane.ControlPlaneTaint.Effect) +
+				"," + HostNetworkOnlyTaint.Key + "=:" + string(HostNetworkOnlyTaint.Effect),
 			// No cloud controller initializes this node (it is no EC2 instance): without
 			// an external cloud provider the kubelet sets its addresses itself and no
 			// node.cloudprovider.kubernetes.io/uninitialized taint waits for one.

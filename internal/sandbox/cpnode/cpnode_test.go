@@ -31,7 +31,7 @@ func TestRenderedKubelet(t *testing.T) {
 	for flag, want := range map[string]string{
 		"hostname-override":    "demo-control-plane",
 		"node-ip":              "198.18.0.1",
-		"register-with-taints": "node-role.kubernetes.io/control-plane=:NoSchedule",
+		"register-with-taints": "node-role.kubernetes.io/control-plane=:NoSchedule,nodejoin.io/host-network-only=:NoSchedule",
 		"cloud-provider":       "",
 		"kubeconfig":           filepath.Join(root, "var/lib/kubelet/kubeconfig"),
 		"node-labels":          "topology.kubernetes.io/region=us-west-2,topology.kubernetes.io/zone=us-west-2a",
