@@ -25,6 +25,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,6 +69,13 @@ type KubeletClientCert struct {
 	KubeconfigPath string
 	// Server is the API's URL as the kubelet reaches it. Default InternalEndpoint.
 	Server string
+	// ServingCertPath, when set, receives a serving certificate and key for the
+	// kubelet's own API (kubelet-server-current.pem), for NodeName and Addresses: the
+	// kubelet rotates it through a kubelet-serving CSR later, but needs no approver
+	// to start with, as a kubeadm control-plane kubelet does not.
+	ServingCertPath string
+	// Addresses are the node's addresses, in its serving certificate.
+	Addresses []netip.Addr
 }
 
 // WriteControlPlaneKubelet issues the control-plane node kubelet's client certificate
@@ -100,6 +109,31 @@ func (c *Cluster) WriteControlPlaneKubelet(k KubeletClientCert) error {
 	}
 	if err := atomicfile.WriteFile(k.CertPath, append(kp.CertPEM(), keyPEM...), 0o600); err != nil {
 		return fmt.Errorf("writing the control-plane kubelet's certificate: %w", err)
+	}
+	if k.ServingCertPath != "" {
+		ips := make([]net.IP, 0, len(k.Addresses))
+		for _, a := range k.Addresses {
+			ips = append(ips, net.IP(a.AsSlice()))
+		}
+		// The subject the kubelet-serving signer requires of a CSR, so that the
+		// kubelet's renewal asks for the same name.
+		serving, err := c.ca.Issue(pki.Request{
+			CommonName: "system:node:" + k.NodeName, Organization: []string{"system:nodes"},
+			DNSNames: []string{k.NodeName}, IPs: ips, Usage: pki.ServerAuth, Validity: controlPlaneKubeletValidity,
+		})
+		if err != nil {
+			return err
+		}
+		skey, err := serving.KeyPEM()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(k.ServingCertPath), 0o700); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(k.ServingCertPath, append(serving.CertPEM(), skey...), 0o600); err != nil {
+			return fmt.Errorf("writing the control-plane kubelet's serving certificate: %w", err)
+		}
 	}
 	server := k.Server
 	if server == "" {

@@ -1,6 +1,10 @@
 package controlplane_test
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -24,10 +28,12 @@ func TestControlPlaneKubeletIsItsNodeOnly(t *testing.T) {
 	env := testenv.Start(t)
 	dir := t.TempDir()
 	k := controlplane.KubeletClientCert{
-		NodeName:       "control-plane-1",
-		CertPath:       filepath.Join(dir, "pki", "kubelet-client-current.pem"),
-		KubeconfigPath: filepath.Join(dir, "kubelet.conf"),
-		Server:         env.Cluster.Endpoint(),
+		NodeName:        "control-plane-1",
+		CertPath:        filepath.Join(dir, "pki", "kubelet-client-current.pem"),
+		KubeconfigPath:  filepath.Join(dir, "kubelet.conf"),
+		Server:          env.Cluster.Endpoint(),
+		ServingCertPath: filepath.Join(dir, "pki", "kubelet-server-current.pem"),
+		Addresses:       []netip.Addr{netip.MustParseAddr("198.18.0.1")},
 	}
 	if err := env.Cluster.WriteControlPlaneKubelet(k); err != nil {
 		t.Fatal(err)
@@ -47,6 +53,26 @@ func TestControlPlaneKubeletIsItsNodeOnly(t *testing.T) {
 	}
 	if u := who.Status.UserInfo; u.Username != "system:node:control-plane-1" || !slices.Contains(u.Groups, "system:nodes") || slices.Contains(u.Groups, "system:masters") {
 		t.Fatalf("kubelet authenticates as %q in %v, want system:node:control-plane-1 in system:nodes only", u.Username, u.Groups)
+	}
+
+	// Its first serving certificate: for its name and address, server use only, from
+	// the cluster CA, with the subject a kubelet-serving CSR must carry.
+	data, err := os.ReadFile(k.ServingCertPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	serving, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serving.Subject.CommonName != "system:node:control-plane-1" || !slices.Equal(serving.DNSNames, []string{"control-plane-1"}) ||
+		len(serving.IPAddresses) != 1 || serving.IPAddresses[0].String() != "198.18.0.1" ||
+		!slices.Equal(serving.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Errorf("serving certificate %s for %v %v, usages %v", serving.Subject, serving.DNSNames, serving.IPAddresses, serving.ExtKeyUsage)
+	}
+	if err := serving.CheckSignatureFrom(env.Cluster.CA().Cert); err != nil {
+		t.Errorf("serving certificate not from the cluster CA: %v", err)
 	}
 
 	// Registering as the kubelet does: its own Node, with the taint it registers.

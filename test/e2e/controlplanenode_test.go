@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/netns"
@@ -138,16 +139,22 @@ func TestControlPlaneNode(t *testing.T) {
 			t.Errorf("the controller's image is not in the control-plane node's containerd (%v):\n%s", err, out)
 		}
 	}
-	// What became of its serving certificate request: not yet approved by the
-	// in-process controller, which knows no instance behind this node (logged, for
-	// the next step: the deployed controller's own node).
+	// Its serving certificate came from the CA with its client one: kube-apiserver
+	// reaches its kubelet (logs), and it asked no controller for one.
 	csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, csr := range csrs.Items {
 		if csr.Spec.Username == "system:node:"+nodeName {
-			t.Logf("CSR %s (%s): %+v", csr.Name, csr.Spec.SignerName, csr.Status.Conditions)
+			t.Errorf("the control-plane node asked for a certificate: CSR %s (%s): %+v", csr.Name, csr.Spec.SignerName, csr.Status.Conditions)
+		}
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "kube-proxy-") {
+			if _, err := client.CoreV1().Pods("kube-system").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(1))}).DoRaw(ctx); err != nil {
+				t.Errorf("logs of %s through the control-plane node's kubelet: %v", p.Name, err)
+			}
 		}
 	}
 

@@ -272,6 +272,10 @@ func (n *Node) writeFiles(ctx context.Context) error {
 		NodeName:       n.cfg.NodeName,
 		CertPath:       filepath.Join(root, "var/lib/kubelet/pki/kubelet-client-current.pem"),
 		KubeconfigPath: filepath.Join(root, bootstrap.KubeconfigPath),
+		// No controller approves this node's serving CSR (it is no instance of the
+		// inventory): its first serving certificate comes from the CA too.
+		ServingCertPath: filepath.Join(root, "var/lib/kubelet/pki/kubelet-server-current.pem"),
+		Addresses:       []netip.Addr{st.Bridge},
 	}); err != nil {
 		return err
 	}
