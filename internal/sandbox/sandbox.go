@@ -83,6 +83,10 @@ type Options struct {
 	// controller's defaults (a day and a year). A few minutes lets a test watch the
 	// kubelets renew them; at least controller.MinCertLifetime.
 	CertLifetime time.Duration
+	// ControlPlaneNode runs a control-plane node too (sandbox/cpnode): a real kubelet
+	// in the cluster namespace, once the controller has put the node add-ons in place.
+	// Experimental; root and NetworkNamespace only.
+	ControlPlaneNode bool
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool

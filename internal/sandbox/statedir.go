@@ -22,6 +22,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/process"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/cpnode"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
@@ -77,6 +78,11 @@ func running(name string) (string, *controlplane.State, error) {
 func destroy(ctx context.Context, dir, name string) error {
 	if s, err := controlplane.ReadState(dir); err == nil && s.Running() && s.Owner.PID != os.Getpid() {
 		process.Terminate(s.Owner, 90*time.Second)
+	}
+	// The control-plane node first: the instances' cleanup removes the roots' parent
+	// only once it is empty.
+	if err := cpnode.Cleanup(name); err != nil {
+		return err
 	}
 	if err := instance.Cleanup(ctx, filepath.Join(dir, "instances"), name); err != nil {
 		return err

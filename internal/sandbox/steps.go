@@ -26,10 +26,11 @@ type state struct {
 // creationSteps are the steps of Start, in order.
 func creationSteps() []step {
 	return []step{
-		controlPlaneStep{}, // certificates, network, etcd, kube-apiserver, kubeconfig, KCM, scheduler
-		controllerStep{},   // local cloud (STS, EC2, IAM) and nodejoin-controller
-		nodeAccessStep{},   // the nodes' access entry or bootstrap token, the instance provider
-		nodesStep{},        // launch the instances, wait until every node is Ready
+		controlPlaneStep{},     // certificates, network, etcd, kube-apiserver, kubeconfig, KCM, scheduler
+		controllerStep{},       // local cloud (STS, EC2, IAM) and nodejoin-controller
+		controlPlaneNodeStep{}, // the control-plane node (Options.ControlPlaneNode), cpnode.go
+		nodeAccessStep{},       // the nodes' access entry or bootstrap token, the instance provider
+		nodesStep{},            // launch the instances, wait until every node is Ready
 		controlSocketStep{},
 	}
 }

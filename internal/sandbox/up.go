@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/cpnode"
 	"github.com/nodejoin/nodejoin/internal/sandbox/launcher"
 	"github.com/nodejoin/nodejoin/internal/sandbox/progress"
 )
@@ -22,6 +23,7 @@ type Sandbox struct {
 
 	cluster    *controlplane.Cluster
 	controller *controller.Controller
+	cpNode     *cpnode.Node // Options.ControlPlaneNode
 
 	mu       sync.Mutex // serializes AddNodes; guards nodes
 	nodes    []Node
@@ -103,6 +105,11 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("stopping the nodes: %w", err))
+			}
+		}
+		if s.cpNode != nil {
+			if err := s.cpNode.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the control-plane node: %w", err))
 			}
 		}
 		if s.controller != nil {

@@ -26,6 +26,7 @@ type upOptions struct {
 	instanceLimit    int
 	dhcpDomain       string
 	certLifetime     time.Duration
+	controlPlaneNode bool
 	detach           bool
 	network          string
 	nodeCIDR         string
@@ -76,6 +77,7 @@ func upCommand() *cobra.Command {
 	f.IntVar(&o.instanceLimit, "instance-limit", 0, "cap on the local account's running instances for node groups' launches (0: none); beyond it launches fail with InstanceLimitExceeded")
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.certLifetime, "cert-lifetime", 0, "lifetime of the kubelets' client and serving certificates (default: the controller's, a day and a year); a few minutes, to watch kubelets renew them")
+	f.BoolVar(&o.controlPlaneNode, "control-plane-node", false, "experimental: also run a control-plane node (a real kubelet in the control plane's namespace, labelled and tainted node-role.kubernetes.io/control-plane, joined with a certificate from the cluster CA as kubeadm joins its first node); root and --network namespace")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -113,6 +115,7 @@ func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 		InstanceLimit:    o.instanceLimit,
 		DHCPDomainName:   o.dhcpDomain,
 		CertLifetime:     o.certLifetime,
+		ControlPlaneNode: o.controlPlaneNode,
 	}, nil
 }
 
