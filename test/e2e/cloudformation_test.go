@@ -281,7 +281,19 @@ vpc:
       us-west-2a: {id: %s}
       us-west-2b: {id: %s}
 managedNodeGroups:
-  - {name: mng, amiFamily: AmazonLinux2023, instanceType: m5.large, desiredCapacity: 1, privateNetworking: true, releaseVersion: "%s"}
+  - name: mng
+    amiFamily: AmazonLinux2023
+    instanceType: m5.large
+    desiredCapacity: 1
+    privateNetworking: true
+    releaseVersion: "%s"
+    # The user's own NodeConfig in eksctl's launch template, merged with EKS's by nodeadm.
+    overrideBootstrapCommand: |
+      apiVersion: node.eks.aws/v1alpha1
+      kind: NodeConfig
+      spec:
+        kubelet:
+          flags: ["--node-labels=override=from-launch-template"]
 nodeGroups:
   - {name: self, amiFamily: AmazonLinux2023, instanceType: m5.large, desiredCapacity: 1, privateNetworking: true}
 `, name, vpc.VpcID, vpc.SGs[0], vpc.SubnetIDs[0], vpc.SubnetIDs[1], older)
@@ -291,6 +303,9 @@ nodeGroups:
 	}
 	a.eksctlRun("create", "nodegroup", "-f", cfgFile)
 	c.poll(kubeconfig, "the two eksctl nodes Ready", 3*time.Minute, nodeCount(2))
+	if got := strings.Fields(c.kubectl(kubeconfig, "get", "nodes", "-l", "override=from-launch-template,eks.amazonaws.com/nodegroup=mng", "-o", "name")); len(got) != 1 {
+		t.Errorf("the managed group's node lacks the label of its launch template's NodeConfig (overrideBootstrapCommand): %v\n%s", got, c.kubectl(kubeconfig, "get", "nodes", "--show-labels"))
+	}
 	out := a.eksctlRun("get", "ng", "--cluster", name)
 	for _, want := range []string{"mng", "self", "managed", "unmanaged"} {
 		if !strings.Contains(out, want) {
