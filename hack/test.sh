@@ -34,7 +34,9 @@ echo "test: lane host: ${#host[@]} packages that change the host's network, alon
 lane host "$go" test "${flags[@]}" "${host[@]}" || failed+=(host)
 
 echo "test: lanes e2e and unit, side by side (${#rest[@]} packages in unit, after the fuzz targets)"
-lane e2e "$go" test "${flags[@]}" ./test/e2e &
+# The e2e package alone takes about half an hour on 2 cores: it gets its own, longer
+# timeout (the last -timeout given wins).
+lane e2e "$go" test "${flags[@]}" -timeout "${E2E_TIMEOUT:-75m}" ./test/e2e &
 e2e=$!
 lane unit bash -c 'nice -n 10 hack/fuzz.sh && "$0" test "$@"' "$go" "${flags[@]}" "${rest[@]}" &
 unit=$!
