@@ -20,11 +20,10 @@ import (
 // instance naming b's node; a is then scaled 2 -> 1. b's Node stays the same object,
 // schedulable, and a ForeignNodeIgnored event names it; a scales in through its own node.
 func TestNodeGroupStatusNamingAForeignNode(t *testing.T) {
-	c := newCLI(t)
 	name := "e2e-ngstatus"
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-	c.run("up", "--name", name, "--nodes", "0", "--kubelet", "sim", "--detach")
-	kubeconfig := strings.TrimSpace(c.run("kubeconfig", "--name", name))
+	// upCluster downs the cluster when the test ends (a down bound to the test's context
+	// would be cancelled before it ran, and leave the cluster running).
+	c, kubeconfig, _ := upCluster(t, name, "--nodes", "0", "--kubelet", "sim", "--nodegroup-kubelet", "sim")
 	client, _ := adminClient(t, kubeconfig)
 
 	c.run("create", "nodegroup", "-f", writeTemp(t, "a.yaml", nodeGroupManifest("a", 1, 2, 2, nil)), "--cluster", name)
