@@ -1,7 +1,6 @@
 package identity_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,22 +13,6 @@ import (
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 )
-
-// callWithProof sends a parsed token's request to STS with proof in the signed header,
-// as the verifier does.
-func callWithProof(t *testing.T, srv *httptest.Server, req *identity.Request, proof string) (int, string) {
-	t.Helper()
-	hr, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, req.URL.String(), nil)
-	hr.Header.Set(identity.ClusterHeader, "demo")
-	hr.Header.Set(identity.ProofHeader, proof)
-	resp, err := srv.Client().Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // The proof rides in the token, out of the URL STS is asked, and the signature covers
 // it: the same token with another proof is refused by STS.
@@ -55,11 +38,11 @@ func TestProofIsBoundToTheToken(t *testing.T) {
 	if req.Proof != proof.Encode() || strings.Contains(req.URL.RawQuery, identity.ProofParam) || req.Query.Has(identity.ProofParam) {
 		t.Fatalf("proof %q, query %q", req.Proof, req.URL.RawQuery)
 	}
-	if code, body := callWithProof(t, srv, req, req.Proof); code != http.StatusOK {
+	if code, body := send(t, srv, req, "demo", req.Proof); code != http.StatusOK {
 		t.Fatalf("with its proof: %d %s", code, body)
 	}
 	other := identity.Proof{Document: []byte(`{"instanceId":"i-0fffffffffffffff0"}`), Signature: []byte{1, 2, 3}}
-	if code, body := callWithProof(t, srv, req, other.Encode()); code != http.StatusForbidden || !strings.Contains(body, "SignatureDoesNotMatch") {
+	if code, body := send(t, srv, req, "demo", other.Encode()); code != http.StatusForbidden || !strings.Contains(body, "SignatureDoesNotMatch") {
 		t.Errorf("with another proof: %d %s", code, body)
 	}
 }

@@ -39,8 +39,18 @@ func call(t *testing.T, srv *httptest.Server, token, cluster string) (int, strin
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
+	return send(t, srv, req, cluster, "")
+}
+
+// send sends a parsed token's request to STS as the verifier does: the cluster's name in
+// the x-k8s-aws-id header and, when given, the instance proof in its signed header.
+func send(t *testing.T, srv *httptest.Server, req *identity.Request, cluster, proof string) (int, string) {
+	t.Helper()
 	hr, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, req.URL.String(), nil)
 	hr.Header.Set(identity.ClusterHeader, cluster)
+	if proof != "" {
+		hr.Header.Set(identity.ProofHeader, proof)
+	}
 	resp, err := srv.Client().Do(hr)
 	if err != nil {
 		t.Fatal(err)
