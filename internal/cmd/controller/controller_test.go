@@ -42,10 +42,7 @@ func TestRunRequiresCAAndInventory(t *testing.T) {
 func TestRunIssuesAServingCertificate(t *testing.T) {
 	env := testenv.Start(t)
 	node := "ip-198-18-0-11.local.internal"
-	inv := filepath.Join(t.TempDir(), "inventory.json")
-	if err := os.WriteFile(inv, []byte(`{"`+node+`": {"id": "i-1", "state": "running", "dnsNames": ["`+node+`"], "ips": ["198.18.0.11"]}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	inv := nodeInventory(t, node, "i-1", "198.18.0.11")
 	p := env.Cluster.PKI()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -63,21 +60,7 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 			"--inventory", inv, "--identity", "test", "--metrics-bind-address", metricsAddr}, &logs, &logs)
 	}()
 
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, DNSNames: []string{node}, IPAddresses: []net.IP{net.ParseIP("198.18.0.11")},
-	}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubelet := env.As(t, "system:node:"+node, "system:nodes")
-	if _, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certificatesv1.KubeletServingSignerName, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createServingCSR(ctx, t, env, node, "198.18.0.11")
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := env.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil || len(list.Items) != 1 {
@@ -102,6 +85,39 @@ func TestRunIssuesAServingCertificate(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
+}
+
+// nodeInventory writes a file inventory of one running instance, id, whose node is
+// named node at ip, and returns its path.
+func nodeInventory(t *testing.T, node, id, ip string) string {
+	t.Helper()
+	inv := filepath.Join(t.TempDir(), "inventory.json")
+	if err := os.WriteFile(inv, []byte(`{"`+node+`": {"id": "`+id+`", "state": "running", "dnsNames": ["`+node+`"], "ips": ["`+ip+`"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// createServingCSR creates, as node's kubelet, a kubelet-serving CSR for its name and ip.
+func createServingCSR(ctx context.Context, t *testing.T, env *testenv.Env, node, ip string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, DNSNames: []string{node}, IPAddresses: []net.IP{net.ParseIP(ip)},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := env.As(t, "system:node:"+node, "system:nodes")
+	created, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
 }
 
 // testenv.SyncBuffer is a bytes.Buffer safe for the controller's goroutines.

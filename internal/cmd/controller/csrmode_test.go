@@ -3,15 +3,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,10 +43,7 @@ func TestRunCSRModeDecidesWhetherTheCAKeyIsNeeded(t *testing.T) {
 func TestRunApproveOnlyLeavesSigningToKubeControllerManager(t *testing.T) {
 	env := testenv.Start(t, testenv.WholeControlPlane, func(o *controlplane.Options) { o.KubeletSigners = true })
 	node := "ip-198-18-0-12.local.internal"
-	inv := filepath.Join(t.TempDir(), "inventory.json")
-	if err := os.WriteFile(inv, []byte(`{"`+node+`": {"id": "i-2", "state": "running", "dnsNames": ["`+node+`"], "ips": ["198.18.0.12"]}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	inv := nodeInventory(t, node, "i-2", "198.18.0.12")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var logs testenv.SyncBuffer
@@ -63,23 +51,9 @@ func TestRunApproveOnlyLeavesSigningToKubeControllerManager(t *testing.T) {
 	go func() {
 		done <- Run(ctx, []string{"run", "--csr=approve", "--kubeconfig", env.Cluster.KubeconfigPath(), "--inventory", inv, "--identity", "test"}, &logs, &logs)
 	}()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, DNSNames: []string{node}, IPAddresses: []net.IP{net.ParseIP("198.18.0.12")},
-	}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubelet := env.As(t, "system:node:"+node, "system:nodes")
-	created, err := kubelet.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certificatesv1.KubeletServingSignerName, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := createServingCSR(ctx, t, env, node, "198.18.0.12")
 	var got *certificatesv1.CertificateSigningRequest
+	var err error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err = env.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, created.Name, metav1.GetOptions{})
 		return err == nil && len(got.Status.Certificate) > 0, err
