@@ -253,7 +253,7 @@ func Delete(ctx context.Context, name string) (Deleted, error) {
 	}
 	_, statErr := os.Stat(dir)
 	leftNS := controlplane.LeftoverNamespace(name)
-	if os.IsNotExist(statErr) && leftNS == "" {
+	if os.IsNotExist(statErr) && leftNS == "" && !instance.Leftovers(name) {
 		return d, nil
 	}
 	d.Existed = true

@@ -633,6 +633,7 @@ func Cleanup(ctx context.Context, dir, cluster string) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, cleanupOrphans(ctx, cluster, recs)...)
 	if err := removeCgroup("/nodejoin/" + cluster); err != nil {
 		errs = append(errs, err)
 	}
