@@ -321,6 +321,10 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 			t.Errorf("nodejoin down --name %s: %v\n%s", cluster, err, o)
 		}
 	})
+	// The runner owns this name: what an interrupted earlier run left of it goes first.
+	if o, err := nj(t.Context(), "down", "--name", cluster); err != nil {
+		t.Fatalf("nodejoin down --name %s (what an earlier run left): %v\n%s", cluster, err, o)
+	}
 	if o, err := nj(t.Context(), "up", "--name", cluster, "--nodes", fmt.Sprint(nodes), "--kubelet", "real", "--detach"); err != nil {
 		t.Fatalf("nodejoin up: %v\n%s", err, o)
 	}
