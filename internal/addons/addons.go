@@ -37,6 +37,11 @@ const Label = "nodejoin.io/addon"
 // a thousand of them must not cost a thousand add-on pods.
 const SimulatedNodeLabel = "nodejoin.io/simulated"
 
+// NoInstanceLabel is on Nodes that are no EC2 instance (the local cluster's
+// control-plane node): the VPC network add-on, which reads its node's instance from
+// IMDS and gives pods addresses of its ENIs, keeps off them.
+const NoInstanceLabel = "nodejoin.io/no-instance"
+
 // Defaults.
 const (
 	DefaultKubeProxyImage = "registry.k8s.io/kube-proxy:v1.37.1"

@@ -234,7 +234,7 @@ func awsNode(o *Options) []runtime.Object {
 					HostNetwork:                   true,
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					NodeSelector:                  map[string]string{corev1.LabelOSStable: "linux"},
-					Affinity:                      notSimulated(),
+					Affinity:                      onInstances(),
 					Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					InitContainers: []corev1.Container{{
 						Name:            "aws-vpc-cni-init",
@@ -273,4 +273,13 @@ func awsNode(o *Options) []runtime.Object {
 		},
 	}
 	return []runtime.Object{sa, role, binding, ds}
+}
+
+// onInstances keeps aws-node on the Nodes of real instances: off simulated kubelets and
+// off Nodes that are no EC2 instance.
+func onInstances() *corev1.Affinity {
+	a := notSimulated()
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	terms[0].MatchExpressions = append(terms[0].MatchExpressions, corev1.NodeSelectorRequirement{Key: NoInstanceLabel, Operator: corev1.NodeSelectorOpDoesNotExist})
+	return a
 }

@@ -43,7 +43,12 @@ type Controller struct {
 	// Signer issues approved CSRs; nil approves and denies only (another signer, such
 	// as kube-controller-manager's csrsigning, issues every approved CSR).
 	Signer *Signer
-	Log    *slog.Logger
+	// Replica names this replica (its leader-election identity, the pod's name when
+	// deployed): a decision's condition message ends with it, so that `nodejoin
+	// diagnose node` and `kubectl describe csr` show which replica decided. "" adds
+	// nothing.
+	Replica string
+	Log     *slog.Logger
 	// OnIssued, when set, is called after a certificate was stored on a CSR.
 	OnIssued func(csrName string)
 	// Metrics, when set, records decisions and latencies.
@@ -301,8 +306,12 @@ func (c *Controller) Settle(ctx context.Context, csr *certificatesv1.Certificate
 		if d, err = c.claimBeforeApproval(ctx, csr, d); err != nil {
 			return err
 		}
+		msg := d.Message
+		if c.Replica != "" {
+			msg += " (decided by nodejoin-controller replica " + c.Replica + ")"
+		}
 		cond := certificatesv1.CertificateSigningRequestCondition{
-			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: d.Reason, Message: d.Message,
+			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: d.Reason, Message: msg,
 			LastUpdateTime: metav1.Now(),
 		}
 		if d.Approve {

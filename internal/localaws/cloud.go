@@ -249,6 +249,10 @@ const (
 	controllerUser   = "nodejoin-controller"
 )
 
+// ControllerKey is the long-term key of the account's control-plane user, for
+// nodejoin-controller's pods (the SDK's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+func ControllerKey() (id, secret string) { return controllerKeyID, controllerSecret }
+
 // ControllerConfig is the SDK configuration of the account's own control plane: its
 // static credentials and the region.
 func (c *Cloud) ControllerConfig(region string) aws.Config {

@@ -149,6 +149,10 @@ type Config struct {
 	InstallRBAC bool
 	Controller  *rbacv1.Subject
 	InstallCRDs bool
+	// ChartRBAC leaves nodejoin's core roles and bindings (rbac.For) to the chart,
+	// deployed beside this process, which owns them; InstallRBAC then applies only
+	// those of the parts this process runs (add-ons, node groups, access policies).
+	ChartRBAC bool
 	// TokenCleanupInterval is how often the leader deletes expired bootstrap tokens.
 	// Default 10 minutes; negative turns the cleanup off.
 	TokenCleanupInterval time.Duration
@@ -248,7 +252,11 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	cfg.Log.Info("starting", "csr", cfg.Signer != nil, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0,
+	csrMode := map[bool]string{true: "sign", false: "off"}[cfg.Signer != nil]
+	if cfg.ApproveOnly {
+		csrMode = "approve"
+	}
+	cfg.Log.Info("starting", "csr", csrMode, "csrWorkers", cfg.CSRWorkers, "webhook", cfg.WebhookListener != nil, "addons", len(cfg.addonObjects) > 0,
 		"nodegroups", cfg.NodeGroups != nil, "leaderElection", cfg.LeaderElection != nil)
 	return mgr.Start(ctx)
 }
@@ -309,43 +317,6 @@ func (cfg *Config) completeAddons() error {
 	cfg.addonObjects = objs
 	if cfg.AddonsResync <= 0 {
 		cfg.AddonsResync = DefaultAddonsResync
-	}
-	return nil
-}
-
-// install applies nodejoin's roles and CRD, as configured.
-func (cfg *Config) install(ctx context.Context, client kubernetes.Interface) error {
-	if cfg.InstallRBAC {
-		if err := rbac.Apply(ctx, client, cfg.Controller, Component); err != nil {
-			return fmt.Errorf("installing RBAC: %w", err)
-		}
-		if cfg.addonObjects != nil && cfg.Controller != nil {
-			if err := rbac.ApplyObjects(ctx, client, rbac.ForAddons(cfg.Controller), Component); err != nil {
-				return fmt.Errorf("installing the add-ons' RBAC: %w", err)
-			}
-		}
-		if cfg.NodeGroups != nil && cfg.Controller != nil {
-			if err := rbac.ApplyObjects(ctx, client, rbac.ForNodeGroups(cfg.Controller), Component); err != nil {
-				return fmt.Errorf("installing the node groups' RBAC: %w", err)
-			}
-		}
-		if cfg.AccessPolicies {
-			if err := rbac.ApplyObjects(ctx, client, rbac.ForAccessPolicies(cfg.Controller), Component); err != nil {
-				return fmt.Errorf("installing the access policies' RBAC: %w", err)
-			}
-		}
-	}
-	if cfg.InstallCRDs {
-		dyn, err := dynamic.NewForConfig(cfg.REST)
-		if err != nil {
-			return err
-		}
-		if err := ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeAccessEntryCRD); err != nil {
-			return err
-		}
-		if cfg.NodeGroups != nil {
-			return ApplyCRD(ctx, dyn, nodejoinv1alpha1.NodeGroupCRD)
-		}
 	}
 	return nil
 }
@@ -453,6 +424,7 @@ func addLeaderParts(cfg *Config, mgr ctrl.Manager, client kubernetes.Interface) 
 				ClusterName: cfg.ClusterName, NodeRoles: csr.EntryNodeRoles{Reader: mgr.GetClient()},
 				MaxSANs: cfg.MaxSANs, MaxServingPerNode: cfg.MaxServingCSRsPerNode},
 			Signer:   cfg.Signer,
+			Replica:  replicaName(cfg.LeaderElection),
 			Log:      cfg.Log,
 			Metrics:  csr.NewMetrics(cfg.Registry),
 			OnIssued: cfg.OnIssued,

@@ -29,6 +29,7 @@ func creationSteps() []step {
 		controlPlaneStep{},     // certificates, network, etcd, kube-apiserver, kubeconfig, KCM, scheduler
 		controllerStep{},       // local cloud (STS, EC2, IAM) and nodejoin-controller
 		controlPlaneNodeStep{}, // the control-plane node (Options.ControlPlaneNode), cpnode.go
+		deployControllerStep{}, // the controller's chart on it (Options.ControlPlaneNode), deploy.go
 		nodeAccessStep{},       // the nodes' access entry or bootstrap token, the instance provider
 		nodesStep{},            // launch the instances, wait until every node is Ready
 		controlSocketStep{},
@@ -59,6 +60,9 @@ func (controlPlaneStep) Run(ctx context.Context, s *state) error {
 		},
 		// nodejoin-controller, run by this process, authenticates node tokens.
 		TokenWebhook: true,
+		// With a control-plane node, kube-controller-manager's kubelet signers sign
+		// what the deployed controller approves (the chart's default, csr.mode approve).
+		KubeletSigners: o.ControlPlaneNode,
 	})
 	if c != nil && err == nil {
 		s.sandbox.cluster = c
@@ -85,7 +89,9 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 				current: sb.currentLauncher, kubelet: sb.opts.groupKubelet.Kubelet,
 			},
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
-			DHCPDomainName: sb.opts.DHCPDomainName, CertLifetime: sb.opts.CertLifetime})
+			DHCPDomainName: sb.opts.DHCPDomainName, CertLifetime: sb.opts.CertLifetime,
+			// With a control-plane node, the deployed controller's pods settle CSRs.
+			NoCSR: sb.opts.ControlPlaneNode})
 		sb.lmu.Lock() // ensureLauncher reads it for Auto Scaling launches, in another goroutine
 		sb.controller = c
 		sb.lmu.Unlock()

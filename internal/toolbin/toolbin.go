@@ -24,6 +24,8 @@ const (
 	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"
 	Etcd                  = "etcd"
+	// Helm installs nodejoin-controller's chart on a control-plane node.
+	Helm = "helm"
 	// Nodeadm is built from this module (`make build`).
 	Nodeadm = "nodeadm"
 )

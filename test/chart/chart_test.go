@@ -29,7 +29,7 @@ const (
 
 // modes are the chart's modes, each a values file under ci/ and a golden rendering
 // under testdata/.
-var modes = []string{"approver", "webhook", "addons", "nodegroups"}
+var modes = []string{"approver", "webhook", "addons", "nodegroups", "hostnetwork"}
 
 // helm returns the pinned helm: $HELM when set, else bin/helm. Without it the tests
 // are skipped in -short mode and fail otherwise.

@@ -35,10 +35,11 @@ func deployments(t *testing.T, rendered string) map[string]*appsv1.Deployment {
 // mounted only with csr.mode=sign, only into the approver's pods.
 func TestEveryModeRunsOnControlPlaneAndMountsTheCAKeyOnlyWhenSigning(t *testing.T) {
 	want := map[string][]string{
-		"approver":   {"nodejoin-controller"},
-		"webhook":    {"nodejoin-controller"},
-		"addons":     {"nodejoin-controller", "nodejoin-addons"},
-		"nodegroups": {"nodejoin-controller", "nodejoin-nodegroups"},
+		"approver":    {"nodejoin-controller"},
+		"webhook":     {"nodejoin-controller"},
+		"addons":      {"nodejoin-controller", "nodejoin-addons"},
+		"nodegroups":  {"nodejoin-controller", "nodejoin-nodegroups"},
+		"hostnetwork": {"nodejoin-controller"},
 	}
 	for _, mode := range modes {
 		deps := deployments(t, render(t, "--values", values(mode)))
@@ -69,6 +70,34 @@ func TestEveryModeRunsOnControlPlaneAndMountsTheCAKeyOnlyWhenSigning(t *testing.
 			if mountsKey != signs || keyFlag != signs {
 				t.Errorf("%s/%s: CA key mounted %v, --ca-key %v; want %v", mode, name, mountsKey, keyFlag, signs)
 			}
+		}
+	}
+}
+
+// On a node's network (hostNetwork, for control-plane nodes without a pod network) the
+// pods keep cluster DNS, and a rollout replaces a replica in place: a surge pod would
+// want the ports its node's replica holds and never be scheduled. On the pod network a
+// rollout never drops below the replicas asked for.
+func TestHostNetworkKeepsClusterDNSAndRollsInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		mode                 string
+		host                 bool
+		dns                  corev1.DNSPolicy
+		maxSurge, maxUnavail int
+	}{
+		{"approver", false, "", 1, 0},
+		{"hostnetwork", true, corev1.DNSClusterFirstWithHostNet, 0, 1},
+	} {
+		d := deployments(t, render(t, "--values", values(tc.mode)))["nodejoin-controller"]
+		if d == nil {
+			t.Fatalf("%s: no Deployment nodejoin-controller", tc.mode)
+		}
+		pod, ru := d.Spec.Template.Spec, d.Spec.Strategy.RollingUpdate
+		if pod.HostNetwork != tc.host || pod.DNSPolicy != tc.dns {
+			t.Errorf("%s: hostNetwork %v, dnsPolicy %q; want %v, %q", tc.mode, pod.HostNetwork, pod.DNSPolicy, tc.host, tc.dns)
+		}
+		if ru == nil || ru.MaxSurge.IntValue() != tc.maxSurge || ru.MaxUnavailable.IntValue() != tc.maxUnavail {
+			t.Errorf("%s: rolling update %+v, want maxSurge %d, maxUnavailable %d", tc.mode, ru, tc.maxSurge, tc.maxUnavail)
 		}
 	}
 }

@@ -86,6 +86,9 @@ type Config struct {
 	// certificates (csr.Signer's ClientMaxDuration and Duration), short enough for a
 	// test to watch kubelets renew them; 0 keeps the signer's defaults.
 	CertLifetime time.Duration
+	// NoCSR leaves kubelet CSRs to others: the controller's chart, deployed on the
+	// control-plane node, approves them and kube-controller-manager signs.
+	NoCSR bool
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -269,6 +272,10 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		InitializeNodes: true,
 		OnStarted:       func() { close(ready) },
 		OnAuthenticated: func(user string) { c.authenticated.Store(user, struct{}{}) },
+	}
+	if cfg.NoCSR {
+		// The chart's pods approve, and the chart owns nodejoin's core roles.
+		mcfg.Signer, mcfg.ChartRBAC = nil, true
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.

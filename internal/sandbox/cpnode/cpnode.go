@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodejoin/nodejoin/api/nodeconfig/v1alpha1"
+	"github.com/nodejoin/nodejoin/internal/addons"
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/netns"
@@ -201,7 +202,9 @@ func (s site) nodeConfig(cfg *Config, cgroupRoot string) (*v1alpha1.NodeConfig, 
 			// an external cloud provider the kubelet sets its addresses itself and no
 			// node.cloudprovider.kubernetes.io/uninitialized taint waits for one.
 			"--cloud-provider=",
-			"--node-labels=" + corev1.LabelTopologyRegion + "=" + cfg.Region + "," + corev1.LabelTopologyZone + "=" + cfg.Zone,
+			// No instance behind it: the VPC network add-on keeps off.
+			"--node-labels=" + corev1.LabelTopologyRegion + "=" + cfg.Region + "," + corev1.LabelTopologyZone + "=" + cfg.Zone +
+				"," + addons.NoInstanceLabel + "=true",
 		}},
 		Containerd: v1alpha1.ContainerdOptions{Config: instance.LocalContainerdConfig(root), BaseRuntimeSpec: spec},
 	}}, nil

@@ -1,0 +1,207 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodejoin/nodejoin/charts"
+	"github.com/nodejoin/nodejoin/internal/addons"
+	"github.com/nodejoin/nodejoin/internal/atomicfile"
+	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
+	"github.com/nodejoin/nodejoin/internal/sandbox/cpnode"
+	"github.com/nodejoin/nodejoin/internal/toolbin"
+)
+
+// Names of what deployControllerStep installs.
+const (
+	// ControllerRelease is the Helm release of nodejoin-controller's chart, in
+	// ControllerNamespace.
+	ControllerRelease   = "nodejoin-controller"
+	ControllerNamespace = "kube-system"
+	// controllerAWSSecret holds the pods' AWS key for the inventory's EC2 and IAM calls
+	// (on AWS: the node's role or IRSA; the local account has a key for the controller).
+	controllerAWSSecret = "nodejoin-controller-aws"
+	// The approver's ports on the control-plane node, whose network the pods share:
+	// clear of kube-apiserver's, kube-controller-manager's and kube-scheduler's.
+	controllerMetricsPort = 10380
+	controllerHealthPort  = 10381
+)
+
+// deployControllerStep installs nodejoin-controller's chart on the control-plane node
+// (Options.ControlPlaneNode) with the pinned helm, as a user installs it on a
+// self-managed cluster: the locally built image, the approver alone
+// (kube-controller-manager's kubelet signers sign, so no CA key is in any pod), placed
+// on the control-plane node. From then on every worker's CSRs are approved by its pod;
+// this process keeps the local AWS and what EKS runs on its side (the token webhook,
+// add-ons, node groups).
+type deployControllerStep struct{}
+
+func (deployControllerStep) Name() string { return "deploying nodejoin-controller" }
+
+func (deployControllerStep) Run(ctx context.Context, s *state) error {
+	sb := s.sandbox
+	if !sb.opts.ControlPlaneNode {
+		return nil
+	}
+	return s.progress.Timed("installing nodejoin-controller's chart on the control-plane node", func() error {
+		binDir := sb.opts.BinDir
+		if binDir == "" {
+			binDir = toolbin.Dir()
+		}
+		helm, err := toolbin.Find(binDir, toolbin.Helm)
+		if err != nil {
+			return fmt.Errorf("%w (it is built by `make tools`)", err)
+		}
+		client, err := kubernetes.NewForConfig(sb.cluster.RESTConfig())
+		if err != nil {
+			return err
+		}
+		if err := ensureControllerAWSKey(ctx, client); err != nil {
+			return err
+		}
+		// The pods reach kube-apiserver at its Service address, which the node's
+		// kube-proxy programs: before it runs, they would fail and restart.
+		if err := waitKubeProxy(ctx, client, sb.cpNode.Name()); err != nil {
+			return err
+		}
+		dir := filepath.Join(sb.opts.StateDir, "chart")
+		if err := writeChart(dir); err != nil {
+			return err
+		}
+		values, err := json.MarshalIndent(controllerValues(sb.opts.Name, sb.controller.EC2InternalURL(), controller.DefaultRegion), "", "  ")
+		if err != nil {
+			return err
+		}
+		valuesFile := filepath.Join(sb.opts.StateDir, "controller-values.json")
+		if err := atomicfile.WriteFile(valuesFile, append(values, '\n'), 0o600); err != nil {
+			return err
+		}
+		// --wait: the release is done when its Deployment is available, its pod Ready on
+		// the control-plane node.
+		cmd := exec.CommandContext(ctx, helm, "upgrade", "--install", ControllerRelease, filepath.Join(dir, "nodejoin-controller"),
+			"--namespace", ControllerNamespace, "--kubeconfig", sb.cluster.KubeconfigPath(),
+			"--values", valuesFile, "--wait", "--timeout", "3m")
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, ".cache"),
+			"HELM_CONFIG_HOME="+filepath.Join(dir, ".config"), "HELM_DATA_HOME="+filepath.Join(dir, ".data"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("helm upgrade --install %s: %w\n%s", ControllerRelease, err, strings.TrimSpace(string(out)))
+		}
+		s.progress.Note("nodejoin-controller runs as a Deployment in " + ControllerNamespace + " on the control-plane node (values: " + valuesFile + ")")
+		return nil
+	})
+}
+
+// controllerValues are the chart's values for the local cluster name whose local AWS
+// pods reach at awsURL.
+func controllerValues(name, awsURL, region string) map[string]any {
+	secretEnv := func(env, key string) map[string]any {
+		return map[string]any{"name": env, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": controllerAWSSecret, "key": key}}}
+	}
+	return map[string]any{
+		// Loaded into the control-plane node from bin/images, never pulled.
+		"image": map[string]any{"repository": "nodejoin.io/nodejoin-controller", "tag": "dev", "pullPolicy": "Never"},
+		// One control-plane node, whose network the pods share: one replica.
+		"replicas":    1,
+		"hostNetwork": true,
+		"placement": map[string]any{
+			"tolerations": []any{map[string]any{"key": cpnode.HostNetworkOnlyTaint.Key, "operator": "Exists", "effect": string(cpnode.HostNetworkOnlyTaint.Effect)}},
+		},
+		"inventory": map[string]any{"source": "ec2", "ec2": map[string]any{"region": region, "endpoint": awsURL, "iamEndpoint": awsURL}},
+		"csr":       map[string]any{"mode": "approve"},
+		"extraArgs": []any{"--cluster-id=" + name},
+		"extraEnv": []any{
+			secretEnv("AWS_ACCESS_KEY_ID", "access-key-id"), secretEnv("AWS_SECRET_ACCESS_KEY", "secret-access-key"),
+			map[string]any{"name": "AWS_REGION", "value": region},
+		},
+		"metricsPort": controllerMetricsPort,
+		"healthPort":  controllerHealthPort,
+	}
+}
+
+// waitKubeProxy waits until kube-proxy's pod on node is Ready.
+func waitKubeProxy(ctx context.Context, client kubernetes.Interface, node string) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: addons.Label + "=" + addons.KubeProxy, FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			last = err.Error()
+			return false, nil //nolint:nilerr // asked again until the timeout, which names it
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return true, nil
+				}
+			}
+			last = "pod " + p.Name + " is " + string(p.Status.Phase)
+		}
+		if len(pods.Items) == 0 {
+			last = "no kube-proxy pod yet"
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for kube-proxy on %s: %s", node, last)
+	}
+	return nil
+}
+
+// ensureControllerAWSKey writes the Secret with the local controller's AWS key.
+func ensureControllerAWSKey(ctx context.Context, client kubernetes.Interface) error {
+	id, secret := localaws.ControllerKey()
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: controllerAWSSecret, Namespace: ControllerNamespace},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{"access-key-id": id, "secret-access-key": secret},
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := client.CoreV1().Secrets(ControllerNamespace).Create(ctx, sec, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = client.CoreV1().Secrets(ControllerNamespace).Update(ctx, sec, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("the controller's AWS key (Secret %s/%s): %w", ControllerNamespace, controllerAWSSecret, err)
+	}
+	return nil
+}
+
+// writeChart writes the embedded chart under dir, replacing what an earlier start left.
+func writeChart(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return fs.WalkDir(charts.NodejoinController, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(p))
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		data, err := charts.NodejoinController.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(filepath.Clean(target), filepath.Clean(dir)+string(filepath.Separator)) {
+			return errors.New("chart file " + p + " outside the chart")
+		}
+		return os.WriteFile(target, data, 0o600)
+	})
+}
