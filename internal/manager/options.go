@@ -61,6 +61,7 @@ type Options struct {
 
 	// Running.
 	leaderElect, installRBAC, installCRDs bool
+	accessPolicies                        bool
 	leaseNamespace, identity              string
 	leaseDuration, renewDeadline, retry   time.Duration
 	controllerUser                        string
@@ -103,6 +104,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 	f.DurationVar(&o.retry, "leader-election-retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	f.BoolVar(&o.installRBAC, "install-rbac", true, "create or update nodejoin's roles and bindings at start (needs RBAC rights the deployed controller does not have)")
+	f.BoolVar(&o.accessPolicies, "access-policies", false, "bind the access policies of STANDARD NodeAccessEntries (the leader; needs the chart's accessPolicies roles)")
 	f.BoolVar(&o.installCRDs, "install-crds", true, "create or update the NodeAccessEntry CustomResourceDefinition (and NodeGroup's, with --nodegroups) at start")
 	f.StringVar(&o.controllerUser, "controller-user", "", "user to bind to the controller's least-privilege roles (with --install-rbac)")
 	f.DurationVar(&o.tokenCleanup, "token-cleanup-interval", 0, "how often expired bootstrap tokens are deleted (0: never, the default: kube-controller-manager's tokencleaner deletes them; needs list and delete of Secrets in kube-system, which deploy/ does not grant)")
@@ -370,6 +372,7 @@ func (o *Options) run(ctx context.Context, signing bool) error {
 		MaxServingCSRsPerNode: o.maxServingPerNode,
 		InstallRBAC:           signing && o.installRBAC,
 		InstallCRDs:           signing && o.installCRDs,
+		AccessPolicies:        signing && o.accessPolicies,
 		TokenCleanupInterval:  -1,
 	}
 	if signing {

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,21 @@ func TestHostNetworkKeepsClusterDNSAndRollsInPlace(t *testing.T) {
 		}
 		if ru == nil || ru.MaxSurge.IntValue() != tc.maxSurge || ru.MaxUnavailable.IntValue() != tc.maxUnavail {
 			t.Errorf("%s: rolling update %+v, want maxSurge %d, maxUnavailable %d", tc.mode, ru, tc.maxSurge, tc.maxUnavail)
+		}
+	}
+}
+
+// The access-policy roles come with the flag that runs what uses them, and neither
+// comes without the other: a role granted to a pod that never uses it is power for
+// nothing, and the flag without the roles fails every binding.
+func TestAccessPoliciesRolesComeWithTheirController(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		out := render(t, "--values", values("approver"), "--set", fmt.Sprintf("accessPolicies.enabled=%v", on))
+		args := deployments(t, out)["nodejoin-controller"].Spec.Template.Spec.Containers[0].Args
+		flag := slices.Contains(args, "--access-policies")
+		roles := strings.Contains(out, "name: nodejoin:controller:access-policies")
+		if flag != on || roles != on {
+			t.Errorf("accessPolicies.enabled=%v: --access-policies %v, roles %v", on, flag, roles)
 		}
 	}
 }
