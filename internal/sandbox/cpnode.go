@@ -26,10 +26,7 @@ func (controlPlaneNodeStep) Run(ctx context.Context, s *state) error {
 		if sb.cluster.Options().Network != controlplane.NetworkNamespace {
 			return errors.New("--control-plane-node needs --network namespace (root)")
 		}
-		binDir := sb.opts.BinDir
-		if binDir == "" {
-			binDir = toolbin.Dir()
-		}
+		binDir := sb.binDir()
 		kubelet, err := toolbin.Find(binDir, toolbin.Kubelet)
 		if err != nil {
 			return err
@@ -51,4 +48,12 @@ func (controlPlaneNodeStep) Run(ctx context.Context, s *state) error {
 		s.progress.Note("control-plane node " + n.Name() + " is Ready (logs: " + n.Root() + "/var/log)")
 		return nil
 	})
+}
+
+// binDir is where the pinned binaries and images are: Options.BinDir, else toolbin's.
+func (sb *Sandbox) binDir() string {
+	if sb.opts.BinDir != "" {
+		return sb.opts.BinDir
+	}
+	return toolbin.Dir()
 }

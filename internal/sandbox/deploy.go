@@ -59,10 +59,7 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 		return nil
 	}
 	return s.progress.Timed("installing nodejoin-controller's chart on the control-plane node", func() error {
-		binDir := sb.opts.BinDir
-		if binDir == "" {
-			binDir = toolbin.Dir()
-		}
+		binDir := sb.binDir()
 		helm, err := toolbin.Find(binDir, toolbin.Helm)
 		if err != nil {
 			return fmt.Errorf("%w (it is built by `make tools`)", err)
