@@ -77,7 +77,7 @@ func TestDeployedControllerSurvivesFaults(t *testing.T) {
 
 	// 2. Draining the control-plane node leaves the replica: the PodDisruptionBudget.
 	out, err := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), "--kubeconfig", kubeconfig,
-		"drain", cpNode, "--ignore-daemonsets", "--timeout", "20s").CombinedOutput()
+		"drain", cpNode, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "20s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "disruption budget") {
 		t.Errorf("kubectl drain %s: %v, want refused by the disruption budget:\n%s", cpNode, err, out)
 	}
