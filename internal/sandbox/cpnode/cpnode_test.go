@@ -34,7 +34,7 @@ func TestRenderedKubelet(t *testing.T) {
 		"register-with-taints": "node-role.kubernetes.io/control-plane=:NoSchedule,nodejoin.io/host-network-only=:NoSchedule",
 		"cloud-provider":       "",
 		"kubeconfig":           filepath.Join(root, "var/lib/kubelet/kubeconfig"),
-		"node-labels":          "topology.kubernetes.io/region=us-west-2,topology.kubernetes.io/zone=us-west-2a",
+		"node-labels":          "topology.kubernetes.io/region=us-west-2,topology.kubernetes.io/zone=us-west-2a,nodejoin.io/no-instance=true",
 	} {
 		if got, ok := last[flag]; !ok || got != want {
 			t.Errorf("kubelet --%s = %q (set: %v), want %q", flag, got, ok, want)
