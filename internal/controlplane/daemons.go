@@ -139,6 +139,14 @@ func (c *Cluster) apiserverArgs(bin string) []string {
 		// kubernetes service's endpoints.
 		args = append(args, "--endpoint-reconciler-type=none")
 	}
+	if c.opts.Network == NetworkNamespace {
+		// Aggregated API servers, admission webhooks and CRD conversion webhooks are
+		// called at a ready endpoint's address (a pod IP, which the cluster namespace
+		// routes to), not at their Service's ClusterIP, which only a node's kube-proxy
+		// makes reachable (with --control-plane-node). Conformance's aggregator and
+		// conversion-webhook tests need one or the other.
+		args = append(args, "--enable-aggregator-routing=true")
+	}
 	if c.opts.TokenWebhookConfigFile != "" {
 		args = append(args,
 			"--authentication-token-webhook-config-file="+c.opts.TokenWebhookConfigFile,
