@@ -29,7 +29,7 @@ tools: ## Build the pinned Kubernetes binaries, etcd, CoreDNS, the CNI plugins l
 	@$(MAKE) --no-print-directory images
 
 .PHONY: images
-images: build-netagent ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS, nodejoin-netagent, nodejoin-controller) into bin/images/ from bin/ and pinned Debian packages
+images: build-netagent ## Build the local images (pause, agnhost, busybox, kube-proxy, CoreDNS, nodejoin-netagent, nodejoin-controller) into bin/images/, and those only conformance tests use into bin/images/conformance/, from bin/ and pinned Debian packages
 	$(GO) run ./hack/images
 
 # The aws-node image's commands are static: they run in an image without a C library,
