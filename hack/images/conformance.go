@@ -144,7 +144,7 @@ func buildSampleAPIServer(ctx context.Context, root, out string) error {
 }
 
 // busyboxLayer is the busybox image's only layer: the base of the images upstream builds
-// on busybox (nonroot, nonewprivs) and the shell of the nginx images.
+// on busybox (nonewprivs) and the shell of the nginx images.
 func (b *builder) busyboxLayer() (*imagebuild.Layer, error) {
 	l, err := b.setLayer("busybox", "busybox-static (Debian bookworm) with its applet links")
 	if err != nil {
@@ -218,20 +218,6 @@ func conformanceImages(binDir, nnp, sampleAPIServer, nginxConf, k8sSource string
 				l.Dir("var/log/nginx", 0o755)
 				l.Dir("var/lib/nginx", 0o755)
 				return []*imagebuild.Layer{base, l}, nil
-			},
-		},
-		{
-			// busybox running as uid 1234 (the runAsNonRoot tests).
-			name: "nonroot", dir: conformanceDir,
-			refs:   []string{"registry.k8s.io/e2e-test-images/nonroot:1.5"},
-			sets:   []string{"busybox"},
-			config: v1.Config{Cmd: []string{"sh"}, User: "1234", Env: []string{pathEnv}},
-			layers: func(b *builder) ([]*imagebuild.Layer, error) {
-				base, err := b.busyboxLayer()
-				if err != nil {
-					return nil, err
-				}
-				return []*imagebuild.Layer{base}, nil
 			},
 		},
 		{
