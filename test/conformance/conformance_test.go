@@ -248,7 +248,8 @@ func TestConformanceSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, l, "conformance-subset", 1, l.Names(true), "20m") // inside make test's 30m per package
+	// The subset runs no test that needs the conformance-only images: none are loaded.
+	run(t, l, "conformance-subset", 1, l.Names(true), "20m", false) // inside make test's 30m per package
 }
 
 // TestConformance runs the whole focus list (or, with -focus=all, every conformance test
@@ -275,7 +276,7 @@ func TestConformance(t *testing.T) {
 	default:
 		t.Fatalf(`-focus %q: want "list" or "all"`, *focusMode)
 	}
-	run(t, l, "conformance", 2, names, *timeout)
+	run(t, l, "conformance", 2, names, *timeout, true)
 }
 
 // selectMatching returns the conformance tests, but the skipped ones, whose name matches
@@ -305,8 +306,9 @@ func selectMatching(t *testing.T, l *List, expr string) []string {
 
 // run starts a cluster of nodes real nodes with bin/nodejoin, runs e2e.test on the named
 // tests (every conformance test but the skipped ones when names is empty), prints the
-// counts, fails the test for each failed one, and removes the cluster.
-func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string) {
+// counts, fails the test for each failed one, and removes the cluster. With extraImages it
+// loads the conformance-only images into the nodes first.
+func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string, extraImages bool) {
 	e2e := e2eTest(t)
 	requireRealNodes(t)
 	bin := toolbin.Dir()
@@ -361,8 +363,10 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	if o, err := nj(t.Context(), "up", "--name", cluster, "--nodes", fmt.Sprint(nodes), "--kubelet", "real", "--detach"); err != nil {
 		t.Fatalf("nodejoin up: %v\n%s", err, o)
 	}
-	if o, err := loadExtraImages(t.Context(), nj, cluster, bin); err != nil {
-		t.Fatalf("loading the conformance images: %v\n%s", err, o)
+	if extraImages {
+		if o, err := loadExtraImages(t.Context(), nj, cluster, bin); err != nil {
+			t.Fatalf("loading the conformance images: %v\n%s", err, o)
+		}
 	}
 	kubeconfig, err := nj(t.Context(), "kubeconfig", "--name", cluster)
 	if err != nil {
