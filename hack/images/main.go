@@ -84,6 +84,9 @@ type builder struct {
 // image is one image to build.
 type image struct {
 	name string
+	// dir is the subdirectory of the output the archive goes to ("": nodes import it at
+	// launch; conformanceDir: the conformance runner loads it).
+	dir  string
 	refs []string
 	// inputs are the files the image is built from (hashed into its key); a missing
 	// optional input skips the image.
@@ -101,6 +104,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	out := fl.String("out", "", "output directory (default BIN/images)")
 	cache := fl.String("cache", filepath.Join(home, "nodejoin", "images"), "cache of built archives and downloaded packages ($NODEJOIN_IMAGES_CACHE)")
 	pinFile := fl.String("pins", "images/debian-packages.txt", "the pinned Debian packages")
+	extraPins := fl.String("conformance-pins", "", "the pinned Debian packages of the conformance images (default: "+conformancePins+" of this module)")
 	only := fl.String("only", "", "build only these images (comma-separated names)")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -111,12 +115,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	if *out == "" {
 		*out = filepath.Join(*bin, "images")
 	}
-	f, err := os.Open(*pinFile)
+	root, err := moduleRoot(ctx)
 	if err != nil {
 		return err
 	}
-	pins, err := imagebuild.ParsePins(f, *pinFile)
-	_ = f.Close()
+	pins, err := loadPins(*pinFile, *extraPins, root)
 	if err != nil {
 		return err
 	}
@@ -142,7 +145,12 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			return err
 		}
 	}
+	conformance, err := conformanceInputs(ctx, b, root, *only)
+	if err != nil {
+		return err
+	}
 	imgs := append(images(b, pause), controllerImageSpec(ctrl))
+	imgs = append(imgs, conformance...)
 	start := time.Now()
 	for i, img := range imgs {
 		if *only != "" && !contains(strings.Split(*only, ","), img.name) {
@@ -185,8 +193,11 @@ func (b *builder) make(ctx context.Context, img image, prefix string) error {
 	if err != nil {
 		return err
 	}
-	dst := filepath.Join(b.out, img.name+".tar")
-	stamp := filepath.Join(b.out, "."+img.name+".key")
+	if err := os.MkdirAll(filepath.Join(b.out, img.dir), 0o755); err != nil { //nolint:gosec // G301: like bin/images.
+		return err
+	}
+	dst := filepath.Join(b.out, img.dir, img.name+".tar")
+	stamp := filepath.Join(b.out, img.dir, "."+img.name+".key")
 	if got, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(got)) == key {
 		if _, err := os.Stat(dst); err == nil {
 			fmt.Fprintf(b.w, "%s: up to date (key %s)\n", prefix, key)
@@ -399,23 +410,7 @@ func images(b *builder, pause string) []image {
 				Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{pathEnv},
 				ExposedPorts: map[string]struct{}{"80/tcp": {}, "8080/tcp": {}, "8081/tcp": {}, "9376/tcp": {}, "5000/tcp": {}},
 			},
-			layers: func(b *builder) ([]*imagebuild.Layer, error) {
-				base, err := b.userland()
-				if err != nil {
-					return nil, err
-				}
-				crt, key, err := localhostCert()
-				if err != nil {
-					return nil, err
-				}
-				l := imagebuild.NewLayer("agnhost " + agnhostVersion + " (k8s.io/kubernetes/test/images/agnhost)")
-				l.CopyFile("agnhost", 0o755, bin("agnhost"))
-				l.Symlink("agnhost-2", "agnhost")
-				l.File("localhost.crt", 0o644, crt)
-				l.File("localhost.key", 0o644, key)
-				l.Dir("uploads", 0o755)
-				return []*imagebuild.Layer{base, l}, nil
-			},
+			layers: func(b *builder) ([]*imagebuild.Layer, error) { return b.agnhostLayers() },
 		},
 		{
 			name:   "busybox",
@@ -423,14 +418,10 @@ func images(b *builder, pause string) []image {
 			sets:   []string{"busybox"},
 			config: v1.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}},
 			layers: func(b *builder) ([]*imagebuild.Layer, error) {
-				l, err := b.setLayer("busybox", "busybox-static (Debian bookworm) with its applet links")
+				l, err := b.busyboxLayer()
 				if err != nil {
 					return nil, err
 				}
-				if err := b.busyboxApplets(l); err != nil {
-					return nil, err
-				}
-				baseFiles(l, "", "")
 				return []*imagebuild.Layer{l}, nil
 			},
 		},
@@ -494,6 +485,26 @@ func images(b *builder, pause string) []image {
 			},
 		},
 	}
+}
+
+// agnhostLayers are the agnhost image's layers (userland, then agnhost with its files),
+// also the base of the update demo's images.
+func (b *builder) agnhostLayers() ([]*imagebuild.Layer, error) {
+	base, err := b.userland()
+	if err != nil {
+		return nil, err
+	}
+	crt, key, err := localhostCert()
+	if err != nil {
+		return nil, err
+	}
+	l := imagebuild.NewLayer("agnhost " + agnhostVersion + " (k8s.io/kubernetes/test/images/agnhost)")
+	l.CopyFile("agnhost", 0o755, filepath.Join(b.bin, "agnhost"))
+	l.Symlink("agnhost-2", "agnhost")
+	l.File("localhost.crt", 0o644, crt)
+	l.File("localhost.key", 0o644, key)
+	l.Dir("uploads", 0o755)
+	return []*imagebuild.Layer{base, l}, nil
 }
 
 // iptablesBase is the root filesystem of kube-proxy and nodejoin-netagent (the same

@@ -239,6 +239,29 @@ func ReadJUnit(path string, names []string) (Result, error) {
 	return r, nil
 }
 
+// Selected returns the tests a report lists as passed: after a dry run (which passes
+// every selected test and lists the others as skipped), the tests the run's flags select.
+func Selected(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the JUnit report: %w", err)
+	}
+	var doc junitSuites
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("parsing the JUnit report %s: %w", path, err)
+	}
+	var names []string
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if name, ok := strings.CutPrefix(c.Name, "[It] "); ok && c.Status == "passed" {
+				names = append(names, name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // isSetup tells whether a JUnit test case is the suite's setup, which runs before every test.
 func isSetup(name string) bool {
 	return strings.HasPrefix(name, "[SynchronizedBeforeSuite]") || strings.HasPrefix(name, "[BeforeSuite]")

@@ -26,6 +26,8 @@ var (
 	focusMode = flag.String("focus", "list", `what TestConformance runs: "list" (the focus list) or "all" (every conformance test but the skipped ones)`)
 	artifacts = flag.String("artifacts", "", "directory for the JUnit report, e2e.test's log and the cluster's logs (default: <repo>/_artifacts/<test>)")
 	timeout   = flag.String("e2e-timeout", "3h", "e2e.test's --ginkgo.timeout for TestConformance")
+	match     = flag.String("match", "", "with -focus=all, only the conformance tests whose name matches this Go regular expression (a chunk of the suite); the skip list still applies")
+	extraImgs = flag.String("images", "", "directory of image archives the tests need beyond the ones every node imports (default: <bin>/images/conformance); each is loaded into the cluster's nodes")
 )
 
 const focusFile = "focus.yaml"
@@ -246,7 +248,8 @@ func TestConformanceSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, l, "conformance-subset", 1, l.Names(true), "20m") // inside make test's 30m per package
+	// The subset runs no test that needs the conformance-only images: none are loaded.
+	run(t, l, "conformance-subset", 1, l.Names(true), "20m", false) // inside make test's 30m per package
 }
 
 // TestConformance runs the whole focus list (or, with -focus=all, every conformance test
@@ -262,18 +265,50 @@ func TestConformance(t *testing.T) {
 	var names []string
 	switch *focusMode {
 	case "list":
+		if *match != "" {
+			t.Fatal("-match selects among all conformance tests: give -focus=all with it")
+		}
 		names = l.Names(false)
 	case "all":
+		if *match != "" {
+			names = selectMatching(t, l, *match)
+		}
 	default:
 		t.Fatalf(`-focus %q: want "list" or "all"`, *focusMode)
 	}
-	run(t, l, "conformance", 2, names, *timeout)
+	run(t, l, "conformance", 2, names, *timeout, true)
+}
+
+// selectMatching returns the conformance tests, but the skipped ones, whose name matches
+// expr: what a dry run of e2e.test selects with it. The run then names them exactly, so
+// its report is read like the focus list's.
+func selectMatching(t *testing.T, l *List, expr string) []string {
+	t.Helper()
+	if _, err := regexp.Compile(expr); err != nil {
+		t.Fatalf("-match %q: %v", expr, err)
+	}
+	e2e := e2eTest(t)
+	dir := t.TempDir()
+	args := append(l.Args(nil, filepath.Join(dir, "no-kubeconfig"), "kubectl", dir, "10m"), "--ginkgo.focus="+expr, "--ginkgo.dry-run")
+	if out, err := exec.CommandContext(t.Context(), e2e, args...).CombinedOutput(); err != nil {
+		t.Fatalf("e2e.test dry run of -match %q: %v\n%s", expr, err, tail(out))
+	}
+	names, err := Selected(filepath.Join(dir, "junit_01.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatalf("-match %q selects no conformance test outside the skip list", expr)
+	}
+	t.Logf("-match %q selects %d test(s)", expr, len(names))
+	return names
 }
 
 // run starts a cluster of nodes real nodes with bin/nodejoin, runs e2e.test on the named
 // tests (every conformance test but the skipped ones when names is empty), prints the
-// counts, fails the test for each failed one, and removes the cluster.
-func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string) {
+// counts, fails the test for each failed one, and removes the cluster. With extraImages it
+// loads the conformance-only images into the nodes first.
+func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string, extraImages bool) {
 	e2e := e2eTest(t)
 	requireRealNodes(t)
 	bin := toolbin.Dir()
@@ -327,6 +362,11 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	}
 	if o, err := nj(t.Context(), "up", "--name", cluster, "--nodes", fmt.Sprint(nodes), "--kubelet", "real", "--detach"); err != nil {
 		t.Fatalf("nodejoin up: %v\n%s", err, o)
+	}
+	if extraImages {
+		if o, err := loadExtraImages(t.Context(), nj, cluster, bin); err != nil {
+			t.Fatalf("loading the conformance images: %v\n%s", err, o)
+		}
 	}
 	kubeconfig, err := nj(t.Context(), "kubeconfig", "--name", cluster)
 	if err != nil {
@@ -404,6 +444,22 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	if runErr != nil && len(r.Failed) == 0 {
 		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, logPath)
 	}
+}
+
+// loadExtraImages loads the archives of -images (default <bin>/images/conformance: the
+// images only conformance tests use, which other clusters need not import) into every
+// node of the cluster. A missing directory loads nothing: the tests needing those images
+// then fail on their image pull, naming the image.
+func loadExtraImages(ctx context.Context, nj func(context.Context, ...string) (string, error), cluster, bin string) (string, error) {
+	dir := *extraImgs
+	if dir == "" {
+		dir = filepath.Join(bin, "images", "conformance")
+	}
+	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
+	if err != nil || len(tars) == 0 {
+		return "", err
+	}
+	return nj(ctx, append([]string{"image", "load", "--name", cluster}, tars...)...)
 }
 
 // waitFor polls ready for up to five minutes, failing the test with what was waited for
