@@ -87,7 +87,7 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		argv = append(argv, "--leader-election-lease-duration", "8s",
 			"--leader-election-renew-deadline", "6s", "--leader-election-retry-period", "1s")
 	}
-	if r.kcm {
+	if r.approver == BaselineKCM {
 		// kube-controller-manager approves and signs client certificates.
 		argv = append(argv, "--csr-signers", "kubernetes.io/kubelet-serving")
 	}
