@@ -163,11 +163,11 @@ func (r *run) progress(format string, args ...any) {
 
 // burst runs one burst on a fresh cluster.
 func burst(ctx context.Context, o Options, label, approver, fault string) (res *burstResult, err error) {
-	dir := filepath.Join(o.StateDir, label)
 	if len(o.Sizes) > 1 {
-		dir = filepath.Join(o.StateDir, fmt.Sprintf("%d", o.Nodes), label)
+		// Each size's runs have their own logs and profiles: 500-nodejoin, 500-floor.
+		label = fmt.Sprintf("%d-%s", o.Nodes, label)
 	}
-	r := &run{opts: o, label: label, dir: dir, approver: approver, fault: fault, rec: newRecorder()}
+	r := &run{opts: o, label: label, dir: filepath.Join(o.StateDir, label), approver: approver, fault: fault, rec: newRecorder()}
 	cleanup, err := r.setUp(ctx, fault == FaultLeaderKill)
 	defer cleanup()
 	if err != nil {
