@@ -91,6 +91,7 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		// kube-controller-manager approves and signs client certificates.
 		argv = append(argv, "--csr-signers", "kubernetes.io/kubelet-serving")
 	}
+	argv = append(argv, r.opts.ControllerArgs...)
 	if r.opts.CertificateLifetime > 0 {
 		d := r.opts.CertificateLifetime.String()
 		argv = append(argv, "--duration", d, "--client-cert-max-duration", d)

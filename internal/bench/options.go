@@ -80,6 +80,9 @@ type Options struct {
 	ProfileDir string
 	// CSRWorkers is the controller's --csr-workers; 0 leaves its default.
 	CSRWorkers int
+	// ControllerArgs are added to nodejoin-controller's command line (--kube-api-qps=500),
+	// to measure what a setting changes.
+	ControllerArgs []string
 	// StateDir holds the runs' clusters and logs; default a temporary directory,
 	// removed afterwards unless KeepState.
 	StateDir  string
@@ -304,6 +307,7 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.CertificateLifetime, "cert-lifetime", 0, "lifetime of the certificates issued, at least 10m (default a year; 10m in a soak)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of the burst (the controller, kube-apiserver, and the simulated kubelets with the local cloud) and the controller's heap profile into DIR")
 	f.IntVar(&o.CSRWorkers, "csr-workers", 0, "the controller's --csr-workers (default its own)")
+	f.StringArrayVar(&o.ControllerArgs, "controller-arg", nil, "add this flag to nodejoin-controller's command line (repeatable), such as --controller-arg=--kube-api-qps=500")
 	f.StringVar(&o.StateDir, "state-dir", "", "where the runs' clusters and logs go (default a temporary directory, removed afterwards)")
 	f.BoolVar(&o.KeepState, "keep-state", false, "keep the temporary state directory (logs) afterwards")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up on a burst after this long")
