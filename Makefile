@@ -120,9 +120,9 @@ BENCH_NODES ?= 100
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build ## Join BENCH_NODES (100) simulated nodes at once, then again with kube-controller-manager as the baseline, and print the table
+bench: build ## Join BENCH_NODES (100) simulated nodes at once, then again with kube-controller-manager and with the floor (no checks) as baselines, and print the table
 	@hack/build-tools.sh
-	$(BIN)/nodejoin bench join --nodes $(BENCH_NODES) --baseline kcm $(BENCH_FLAGS)
+	$(BIN)/nodejoin bench join --nodes $(BENCH_NODES) --baseline kcm,floor $(BENCH_FLAGS)
 
 .PHONY: bench-go
 bench-go: ## Run the Go benchmarks (go test -bench) and print their figures

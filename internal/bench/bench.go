@@ -3,15 +3,17 @@
 // starts N simulated kubelets at once; it reports how long until every node is Ready and
 // every certificate issued, CSR latencies, the webhook's latency and cache hit rate, API
 // and cloud calls per node, the controller's CPU time and peak memory, and what was left
-// pending. With a baseline it runs the same burst again with kube-controller-manager
-// approving and signing the client certificates, and gives the ratios. Faults (an API
+// pending. Each baseline runs the same burst again on a fresh cluster, with
+// kube-controller-manager approving and signing the client certificates (kcm) or an
+// approver that checks nothing (floor.go), and gives the ratios; a list of sizes runs
+// it all at each size (growth). Faults (an API
 // server restart, a killed leader) and a soak (nodes joining and leaving with short
 // certificate lifetimes) run on the same machinery.
 //
 // options.go holds the options and the report, bench.go sets a run up, join.go runs the
 // burst and its faults, watch.go watches, controller.go runs the controller, report.go
-// and figures.go compute the figures, profile.go profiles, plot.go draws, print.go prints
-// and soak.go soaks.
+// and figures.go compute the figures, profile.go profiles, plot.go draws, print.go prints,
+// soak.go soaks, floor.go is the floor approver and procs.go reads CPU time by process.
 package bench
 
 import (
@@ -37,6 +39,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/identity"
 	"github.com/nodejoin/nodejoin/internal/kubeletsim"
 	"github.com/nodejoin/nodejoin/internal/localaws"
+	"github.com/nodejoin/nodejoin/internal/process"
 )
 
 // Run runs the benchmark.
@@ -62,35 +65,81 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Duration > 0 {
 		return soak(ctx, o)
 	}
-	ours, err := burst(ctx, o, "nodejoin", false, "")
+	if len(o.Sizes) > 1 {
+		return growth(ctx, o)
+	}
+	return compare(ctx, o)
+}
+
+// compare runs ours, the fault run and each baseline at o.Nodes, each on a fresh
+// cluster, and gives the ratios.
+func compare(ctx context.Context, o Options) (*Report, error) {
+	ours, err := burst(ctx, o, "nodejoin", "nodejoin", "")
 	if err != nil {
 		return nil, err
 	}
 	if o.Fault != "" {
-		f, err := burst(ctx, o, "fault", false, o.Fault)
+		f, err := burst(ctx, o, "fault", "nodejoin", o.Fault)
 		if err != nil {
 			return nil, err
 		}
 		ours.Fault = &FaultReport{Kind: o.Fault, InjectedAtSeconds: f.faultAt, ExtraSeconds: round(f.AllIssuedSeconds-ours.AllIssuedSeconds, 2), Run: f.Report}
 	}
-	if o.Baseline == BaselineKCM {
-		base, err := burst(ctx, o, "kcm", true, "")
+	for _, b := range o.baselines {
+		base, err := burst(ctx, o, b, b, "")
 		if err != nil {
 			return nil, err
 		}
-		ours.Baseline = base.Report
-		ours.RatioAllIssued = ratio(ours.AllIssuedSeconds, base.AllIssuedSeconds)
+		ours.Baselines = append(ours.Baselines, base.Report)
+		switch b {
+		case BaselineKCM:
+			ours.RatioAllIssuedKCM = ratio(ours.AllIssuedSeconds, base.AllIssuedSeconds)
+		case BaselineFloor:
+			ours.RatioAllIssuedFloor = ratio(ours.AllIssuedSeconds, base.AllIssuedSeconds)
+		}
 	}
 	return ours.Report, nil
 }
 
+// growth runs the comparison at each size in turn; the report is the last size's,
+// with a point for every size.
+func growth(ctx context.Context, o Options) (*Report, error) {
+	var points []GrowthPoint
+	var last *Report
+	for _, n := range o.Sizes {
+		o.Nodes = n
+		fmt.Fprintf(o.Progress, "size %d of %s\n", n, o.sizeList())
+		r, err := compare(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("%d nodes: %w", n, err)
+		}
+		p := GrowthPoint{Nodes: n, AllIssuedSeconds: r.AllIssuedSeconds, MedianJoinSeconds: r.MedianJoinSeconds,
+			SecondsPerNode: r.SecondsPerNode, APIRequestsPerNode: r.APIRequestsPerNode, KubeletsMiBPerNode: r.KubeletsMiBPerNode,
+			JoinedSeconds: r.JoinedSeconds}
+		for _, b := range r.Baselines {
+			if p.RatioAllIssued == nil {
+				p.RatioAllIssued = map[string]float64{}
+			}
+			p.RatioAllIssued[b.Approver] = ratio(r.AllIssuedSeconds, b.AllIssuedSeconds)
+		}
+		points = append(points, p)
+		last = r
+	}
+	last.Growth = points
+	return last, nil
+}
+
 // run is one burst in progress.
 type run struct {
-	opts    Options
-	label   string
-	dir     string
-	kcm     bool
-	fault   string
+	opts  Options
+	label string
+	dir   string
+	// approver approves and signs the client certificates: "nodejoin", BaselineKCM or
+	// BaselineFloor (which signs the serving certificates too).
+	approver string
+	fault    string
+	// floor is the floor approver's process, in a floor run.
+	floor   *process.Process
 	cluster *controlplane.Cluster
 	cloud   *localaws.Cloud
 	client  *kubernetes.Clientset
@@ -113,8 +162,12 @@ func (r *run) progress(format string, args ...any) {
 }
 
 // burst runs one burst on a fresh cluster.
-func burst(ctx context.Context, o Options, label string, kcm bool, fault string) (res *burstResult, err error) {
-	r := &run{opts: o, label: label, dir: filepath.Join(o.StateDir, label), kcm: kcm, fault: fault, rec: newRecorder()}
+func burst(ctx context.Context, o Options, label, approver, fault string) (res *burstResult, err error) {
+	if len(o.Sizes) > 1 {
+		// Each size's runs have their own logs and profiles: 500-nodejoin, 500-floor.
+		label = fmt.Sprintf("%d-%s", o.Nodes, label)
+	}
+	r := &run{opts: o, label: label, dir: filepath.Join(o.StateDir, label), approver: approver, fault: fault, rec: newRecorder()}
 	cleanup, err := r.setUp(ctx, fault == FaultLeaderKill)
 	defer cleanup()
 	if err != nil {
@@ -143,7 +196,7 @@ func (r *run) setUp(ctx context.Context, twoReplicas bool) (func(), error) {
 	cl, err := controlplane.Start(ctx, controlplane.Options{
 		Name: "bench", StateDir: filepath.Join(r.dir, "cluster"), BinDir: r.opts.BinDir,
 		Network: controlplane.NetworkLoopback, TokenWebhook: true, UnsafeNoFsync: true,
-		UpstreamKubeletClientCSRs: r.kcm, Profiling: r.opts.ProfileDir != "",
+		UpstreamKubeletClientCSRs: r.approver == BaselineKCM, Profiling: r.opts.ProfileDir != "",
 	})
 	if cl != nil {
 		stops = append(stops, func() { _ = cl.Stop(context.WithoutCancel(ctx)) })

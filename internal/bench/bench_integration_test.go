@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,15 @@ import (
 const runAsEnv = "BENCH_TEST_RUN_AS"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(runAsEnv) == "nodejoin-controller" {
+	switch os.Getenv(runAsEnv) {
+	case "nodejoin-controller":
 		os.Exit(cli.Main(controller.Run))
+	case BaselineFloor:
+		if err := FloorApproverArgs(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -36,6 +44,7 @@ func testOptions(t *testing.T, n int) Options {
 		t.Fatal(err)
 	}
 	return Options{Nodes: n, BinDir: dir, ControllerBin: self, ControllerEnv: []string{runAsEnv + "=nodejoin-controller"},
+		FloorCommand: []string{self}, FloorEnv: []string{runAsEnv + "=" + BaselineFloor},
 		StateDir: t.TempDir(), Timeout: 5 * time.Minute, Progress: testWriter{t}}
 }
 
@@ -70,17 +79,56 @@ func checkJoined(t *testing.T, what string, r *Report, n int, clientCSRs bool) {
 	}
 }
 
-func TestBurstWithBaseline(t *testing.T) {
+// Both baselines in one run: each joins every node on its own cluster, the floor
+// with nodejoin-controller stopped, and the report has a ratio and CPU time per
+// process for each.
+func TestBurstWithBaselines(t *testing.T) {
 	o := testOptions(t, 5)
-	o.Baseline = BaselineKCM
+	o.Baseline = "kcm,floor"
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkJoined(t, "nodejoin", r, 5, true)
-	checkJoined(t, "kcm", r.Baseline, 5, true)
-	if r.Approver != "nodejoin" || r.Baseline.Approver != BaselineKCM || r.RatioAllIssued <= 0 {
-		t.Errorf("approvers %q and %q, ratio %v", r.Approver, r.Baseline.Approver, r.RatioAllIssued)
+	if len(r.Baselines) != 2 {
+		t.Fatalf("%d baselines, want kcm and floor", len(r.Baselines))
+	}
+	kcm, floor := r.Baselines[0], r.Baselines[1]
+	checkJoined(t, "kcm", kcm, 5, true)
+	checkJoined(t, "floor", floor, 5, true)
+	if r.Approver != "nodejoin" || kcm.Approver != BaselineKCM || floor.Approver != BaselineFloor || r.RatioAllIssuedKCM <= 0 || r.RatioAllIssuedFloor <= 0 {
+		t.Errorf("approvers %q, %q and %q, ratios %v and %v", r.Approver, kcm.Approver, floor.Approver, r.RatioAllIssuedKCM, r.RatioAllIssuedFloor)
+	}
+	for _, c := range []struct {
+		r    *Report
+		want []string
+		not  string
+	}{
+		{r, []string{"kube-apiserver", "etcd", procController, procKubelets}, procFloor},
+		{floor, []string{"kube-apiserver", "etcd", procFloor, procKubelets}, procController},
+	} {
+		for _, p := range c.want {
+			if _, ok := c.r.CPUSeconds[p]; !ok {
+				t.Errorf("%s run: no CPU seconds of %s in %v", c.r.Approver, p, c.r.CPUSeconds)
+			}
+		}
+		if _, ok := c.r.CPUSeconds[c.not]; ok {
+			t.Errorf("%s run: %s ran during the burst: %v", c.r.Approver, c.not, c.r.CPUSeconds)
+		}
+	}
+}
+
+// Sizes run in turn, each with its own point.
+func TestGrowth(t *testing.T) {
+	o := testOptions(t, 0)
+	o.Sizes = []int{2, 4}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJoined(t, "last size", r, 4, true)
+	if len(r.Growth) != 2 || r.Growth[0].Nodes != 2 || r.Growth[1].Nodes != 4 || r.Growth[0].SecondsPerNode <= 0 || r.Growth[1].APIRequestsPerNode <= 0 {
+		t.Errorf("growth %+v, want a measured point for 2 and for 4 nodes", r.Growth)
 	}
 }
 

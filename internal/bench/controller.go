@@ -87,10 +87,11 @@ func (r *run) startReplica(ctx context.Context, spec replicaSpec) (*replica, err
 		argv = append(argv, "--leader-election-lease-duration", "8s",
 			"--leader-election-renew-deadline", "6s", "--leader-election-retry-period", "1s")
 	}
-	if r.kcm {
+	if r.approver == BaselineKCM {
 		// kube-controller-manager approves and signs client certificates.
 		argv = append(argv, "--csr-signers", "kubernetes.io/kubelet-serving")
 	}
+	argv = append(argv, r.opts.ControllerArgs...)
 	if r.opts.CertificateLifetime > 0 {
 		d := r.opts.CertificateLifetime.String()
 		argv = append(argv, "--duration", d, "--client-cert-max-duration", d)

@@ -188,13 +188,19 @@ func sampleReport() *Report {
 			APIRequestsPerNode: 25.5, CloudCallsPerNode: 1.25, CloudCalls: CloudCalls{STS: 0, EC2: 4, IAM: 1},
 			DescribeInstancesPerNode: 1, ControllerCPUSeconds: 0.4, ControllerPeakRSSMiB: 50.2,
 			CSRs: 8, Load: "1.00 0.50 0.25", JoinedSeconds: []float64{0.9 * scale, 1.0 * scale, 1.2 * scale, 1.5 * scale},
+			SecondsPerNode: 0.375 * scale, KubeletsMiBPerNode: 0.25,
+			APIRequestsPerNodeByCall: map[string]float64{"POST certificatesigningrequests": 2, "PUT certificatesigningrequests/approval": 2},
+			CPUSeconds:               map[string]float64{"kube-apiserver": 3 * scale, "etcd": 0.5, procController: 0.4, "kube-controller-manager": 0.1, procKubelets: 1.5},
 		}
 	}
 	r := one(1)
-	base := one(2)
-	base.Approver = BaselineKCM
-	r.Baseline = base
-	r.RatioAllIssued = 0.5
+	kcm := one(2)
+	kcm.Approver = BaselineKCM
+	floor := one(0.8)
+	floor.Approver = BaselineFloor
+	floor.CPUSeconds = map[string]float64{"kube-apiserver": 2.4, "etcd": 0.5, procFloor: 0.1, "kube-controller-manager": 0.1, procKubelets: 1.5}
+	r.Baselines = []*Report{kcm, floor}
+	r.RatioAllIssuedKCM, r.RatioAllIssuedFloor = 0.5, 1.25
 	f := one(1.5)
 	r.Fault = &FaultReport{Kind: FaultAPIServerRestart, InjectedAtSeconds: 0.8, ExtraSeconds: 0.75, Run: f}
 	return r
@@ -230,7 +236,8 @@ func TestReportJSON(t *testing.T) {
 	}
 	for _, k := range []string{"nodes", "all_ready_seconds", "all_issued_seconds", "csr_create_to_issued_ms", "webhook_ms",
 		"api_requests_per_node", "cloud_calls_per_node", "controller_cpu_seconds", "controller_peak_rss_mib", "left_pending",
-		"baseline", "ratio_all_issued"} {
+		"baselines", "ratio_all_issued_kcm", "ratio_all_issued_floor", "median_join_seconds", "api_requests_per_node_by_call",
+		"cpu_seconds", "seconds_per_node", "kubelets_mib_per_node"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no %q in the JSON report", k)
 		}
@@ -245,20 +252,38 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("no webhook_ms.%s", k)
 		}
 	}
-	if _, ok := m["baseline"].(map[string]any)["all_issued_seconds"]; !ok {
-		t.Error("the baseline lacks all_issued_seconds")
+	for _, b := range m["baselines"].([]any) {
+		for _, k := range []string{"approver", "all_issued_seconds", "median_join_seconds", "csr_create_to_issued_ms", "api_requests_per_node_by_call", "cpu_seconds"} {
+			if _, ok := b.(map[string]any)[k]; !ok {
+				t.Errorf("baseline %v lacks %s", b.(map[string]any)["approver"], k)
+			}
+		}
+	}
+	for _, p := range []string{"kube-apiserver", "etcd", procController, procKubelets} {
+		if _, ok := m["cpu_seconds"].(map[string]any)[p]; !ok {
+			t.Errorf("no cpu_seconds.%s", p)
+		}
 	}
 }
 
 func TestPlotSVG(t *testing.T) {
 	r := sampleReport()
 	var b bytes.Buffer
-	if err := PlotSVG(&b, r.Nodes, PlotSeries(r)); err != nil {
+	if err := PlotSVG(&b, PlotNodes(r), PlotSeries(r)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "plot.svg", b.Bytes())
-	if n := strings.Count(b.String(), "<polyline"); n != 3 {
-		t.Errorf("%d lines drawn, want 3 (ours, the fault run, the baseline)", n)
+	if n := strings.Count(b.String(), "<polyline"); n != 4 {
+		t.Errorf("%d lines drawn, want 4 (ours, the fault run, the two baselines)", n)
+	}
+	// A growth run draws one line per size, as high as the largest.
+	r.Growth = []GrowthPoint{{Nodes: 2, JoinedSeconds: []float64{0.5, 0.7}}, {Nodes: 4, JoinedSeconds: r.JoinedSeconds}, {Nodes: 8, JoinedSeconds: []float64{1, 1, 1, 2, 2, 2, 3, 3}}}
+	b.Reset()
+	if err := PlotSVG(&b, PlotNodes(r), PlotSeries(r)); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "<polyline"); n != 3 || !strings.Contains(b.String(), "nodejoin-controller, 8 nodes") || !strings.Contains(b.String(), "8 nodes started") {
+		t.Errorf("growth plot: %d lines, want one per size, 8 nodes high:\n%s", n, b.String())
 	}
 }
 

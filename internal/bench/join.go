@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,12 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 			return nil, err
 		}
 	}
+	if r.approver == BaselineFloor {
+		if err := r.switchToFloor(); err != nil {
+			return nil, err
+		}
+		defer r.floor.Stop(5 * time.Second)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := r.rec.start(watchCtx, r.client); err != nil {
@@ -73,6 +80,9 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 		rep.cpuAtBurst = rep.sample().cpuSeconds
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
+	procs := r.processes()
+	cpu0 := cpuByPID(procs)
+	rss0 := selfRSSMiB()
 
 	r.progress("starting %d simulated kubelets at once", n)
 	simCtx, stopSims := context.WithCancel(context.WithoutCancel(ctx))
@@ -136,6 +146,9 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 		}
 	}
 	r.progress("all %d nodes joined after %.1fs", n, time.Since(start).Seconds())
+	// Read while every kubelet still runs and before the settling second.
+	kubeletsMiB := selfRSSMiB() - rss0
+	cpuByProc := cpuSeconds(cpu0, mergeProcs(procs, r.processes()))
 	stopProfiles()
 	// Whatever is still on its way (a late duplicate CSR) has a moment to settle.
 	time.Sleep(time.Second)
@@ -159,6 +172,13 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 		cpu += st.cpuSeconds - rep.cpuAtBurst
 		peak = max(peak, st.peakMiB)
 	}
+	if r.floor != nil {
+		// The floor approver stands in for the controller in the controller's rows.
+		cpu = cpuByProc[procFloor]
+		if st, err := readProc(r.floor.PID()); err == nil {
+			peak = st.peakMiB
+		}
+	}
 	if r.opts.ProfileDir != "" {
 		r.heapProfiles(ctx)
 	}
@@ -167,7 +187,49 @@ func (r *run) join(ctx context.Context) (*burstResult, error) {
 	rep.ControllerCPUSeconds = round(cpu, 2)
 	rep.ControllerPeakRSSMiB = round(peak, 1)
 	rep.Load = loadAvg(load)
+	rep.CPUSeconds = cpuByProc
+	rep.KubeletsMiBPerNode = round(kubeletsMiB/float64(n), 3)
 	return &burstResult{Report: rep, faultAt: seconds(faultAt)}, nil
+}
+
+// switchToFloor stops nodejoin-controller, which has set the cluster up (its RBAC and
+// CRDs, which the nodes' access needs), and starts the floor approver in its place:
+// nothing of nodejoin runs during the floor's burst.
+func (r *run) switchToFloor() error {
+	for _, rep := range r.replicas {
+		rep.proc.Stop(10 * time.Second)
+	}
+	r.replicas = nil
+	r.progress("nodejoin-controller stopped; starting the floor approver")
+	p, err := r.startFloor()
+	if err != nil {
+		return err
+	}
+	r.floor = p
+	// It approves what it finds when its cache has synced, so a CSR created before that
+	// waits only until then; a moment lets it start before the clock does.
+	select {
+	case <-p.Done():
+		return fmt.Errorf("the floor approver exited while starting: %w (log: %s)\n%s", p.Err(), p.LogFile(), p.LogTail(20))
+	case <-time.After(2 * time.Second):
+	}
+	return nil
+}
+
+// mergeProcs adds the processes of b to a (a process started during the burst).
+func mergeProcs(a, b procSet) procSet {
+	out := procSet{}
+	for name, pids := range a {
+		out[name] = append(out[name], pids...)
+	}
+	for name, pids := range b {
+		for _, pid := range pids {
+			if !slices.Contains(out[name], pid) {
+				out[name] = append(out[name], pid)
+			}
+		}
+	}
+	return out
 }
 
 // inject injects the run's fault.

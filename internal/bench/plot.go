@@ -13,16 +13,40 @@ type Series struct {
 	JoinedSeconds []float64
 }
 
-// PlotSeries are the lines of a report: ours, the baseline's and the fault run's.
+// PlotSeries are the lines of a report: ours, the fault run's and each baseline's;
+// in a growth run, ours at each size.
 func PlotSeries(r *Report) []Series {
+	if len(r.Growth) > 1 {
+		out := make([]Series, 0, len(r.Growth))
+		for _, p := range r.Growth {
+			out = append(out, Series{Label: fmt.Sprintf("nodejoin-controller, %d nodes", p.Nodes), JoinedSeconds: p.JoinedSeconds})
+		}
+		return out
+	}
 	out := []Series{{Label: "nodejoin-controller", JoinedSeconds: r.JoinedSeconds}}
 	if r.Fault != nil && r.Fault.Run != nil {
 		out = append(out, Series{Label: "with " + r.Fault.Kind, JoinedSeconds: r.Fault.Run.JoinedSeconds})
 	}
-	if r.Baseline != nil {
-		out = append(out, Series{Label: "kube-controller-manager (client certificates)", JoinedSeconds: r.Baseline.JoinedSeconds})
+	for _, b := range r.Baselines {
+		label := b.Approver
+		switch b.Approver {
+		case BaselineKCM:
+			label = "kube-controller-manager (client certificates)"
+		case BaselineFloor:
+			label = "floor (every kubelet CSR approved and signed, no check)"
+		}
+		out = append(out, Series{Label: label, JoinedSeconds: b.JoinedSeconds})
 	}
 	return out
+}
+
+// PlotNodes is the plot's height in nodes: the largest size of a growth run.
+func PlotNodes(r *Report) int {
+	n := r.Nodes
+	for _, p := range r.Growth {
+		n = max(n, p.Nodes)
+	}
+	return n
 }
 
 // Plot dimensions and colours.

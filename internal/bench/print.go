@@ -14,8 +14,8 @@ import (
 	"github.com/nodejoin/nodejoin/internal/atomicfile"
 )
 
-// WriteText prints the figures as a table: ours, then the fault run and the baseline
-// when there are.
+// WriteText prints the figures as a table: ours, then the fault run and each baseline
+// when there are, then ours / each baseline.
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "nodejoin bench join: %d nodes, identity %s, load %s\n\n", r.Nodes, r.Identity, r.Load)
 	if r.Soak != nil {
@@ -28,21 +28,30 @@ func (r *Report) WriteText(w io.Writer) {
 		cols = append(cols, r.Fault.Run)
 		head = append(head, "with "+r.Fault.Kind)
 	}
-	if r.Baseline != nil {
-		cols = append(cols, r.Baseline)
-		head = append(head, "kcm baseline", "ratio")
+	for _, b := range r.Baselines {
+		cols = append(cols, b)
+		head = append(head, b.Approver+" baseline")
+	}
+	for _, b := range r.Baselines {
+		head = append(head, "nodejoin/"+b.Approver)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	line := func(cells []string) {
+		for range r.Baselines {
+			cells = append(cells, "")
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
 	row := func(name string, val func(*Report) float64, withRatio bool) {
 		cells := []string{name}
 		for _, c := range cols {
 			cells = append(cells, num(val(c)))
 		}
-		if r.Baseline != nil {
+		for _, b := range r.Baselines {
 			cell := ""
-			if withRatio && val(r.Baseline) != 0 {
-				cell = num(val(r) / val(r.Baseline))
+			if withRatio && val(b) != 0 {
+				cell = num(val(r) / val(b))
 			}
 			cells = append(cells, cell)
 		}
@@ -54,14 +63,12 @@ func (r *Report) WriteText(w io.Writer) {
 			p := get(c)
 			cells = append(cells, fmt.Sprintf("%s/%s/%s/%s", num(p.P50), num(p.P90), num(p.P99), num(p.Max)))
 		}
-		if r.Baseline != nil {
-			cells = append(cells, "")
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		line(cells)
 	}
 	row("all Ready (s)", func(c *Report) float64 { return c.AllReadySeconds }, true)
 	row("all certificates issued (s)", func(c *Report) float64 { return c.AllIssuedSeconds }, true)
 	row("median join (s)", func(c *Report) float64 { return c.MedianJoinSeconds }, true)
+	row("seconds per node (ms)", func(c *Report) float64 { return 1000 * c.SecondsPerNode }, true)
 	pct("CSR create→approved", func(c *Report) Percentiles { return c.CSRCreateToApprovedMS })
 	pct("CSR approved→issued", func(c *Report) Percentiles { return c.CSRApprovedToIssuedMS })
 	pct("CSR create→issued", func(c *Report) Percentiles { return c.CSRCreateToIssuedMS })
@@ -69,27 +76,80 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, c := range cols {
 		cells = append(cells, fmt.Sprintf("%s/%s, %d, %s", num(c.WebhookMS.P50), num(c.WebhookMS.P99), c.TokenReviews, num(c.WebhookCacheHitRate)))
 	}
-	if r.Baseline != nil {
-		cells = append(cells, "")
-	}
-	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	line(cells)
 	row("API requests per node", func(c *Report) float64 { return c.APIRequestsPerNode }, true)
 	row("cloud calls per node (STS, EC2, IAM)", func(c *Report) float64 { return c.CloudCallsPerNode }, false)
 	row("DescribeInstances per node", func(c *Report) float64 { return c.DescribeInstancesPerNode }, false)
 	row("controller CPU (s)", func(c *Report) float64 { return c.ControllerCPUSeconds }, true)
 	row("controller peak RSS (MiB)", func(c *Report) float64 { return c.ControllerPeakRSSMiB }, true)
+	for _, proc := range cpuProcs(cols) {
+		row("CPU (s): "+proc, func(c *Report) float64 { return c.CPUSeconds[proc] }, true)
+	}
+	row("kubelets' memory per node (MiB)", func(c *Report) float64 { return c.KubeletsMiBPerNode }, false)
 	row("CSRs", func(c *Report) float64 { return float64(c.CSRs) }, false)
 	row("left pending", func(c *Report) float64 { return float64(c.LeftPending) }, false)
 	row("denied", func(c *Report) float64 { return float64(c.Denied) }, false)
 	row("issued twice", func(c *Report) float64 { return float64(c.IssuedTwice) }, false)
 	_ = tw.Flush()
 	printCalls(w, r)
-	if r.Baseline != nil {
-		fmt.Fprintf(w, "\nratio_all_issued (nodejoin / kcm): %s\n", num(r.RatioAllIssued))
+	if len(r.Baselines) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, b := range r.Baselines {
+		fmt.Fprintf(w, "ratio_all_issued_%s (nodejoin / %s): %s\n", b.Approver, b.Approver, num(ratio(r.AllIssuedSeconds, b.AllIssuedSeconds)))
 	}
 	if r.Fault != nil {
 		fmt.Fprintf(w, "\n%s injected at %ss; extra time: %ss\n", r.Fault.Kind, num(r.Fault.InjectedAtSeconds), num(r.Fault.ExtraSeconds))
 	}
+	printGrowth(w, r)
+}
+
+// procOrder is the order of the CPU rows; processes not named here follow, sorted.
+var procOrder = []string{"kube-apiserver", "etcd", procController, procFloor, "kube-controller-manager", "kube-scheduler", procKubelets}
+
+// cpuProcs names the processes any column measured, in procOrder.
+func cpuProcs(cols []*Report) []string {
+	seen := map[string]bool{}
+	for _, c := range cols {
+		for k := range c.CPUSeconds {
+			seen[k] = true
+		}
+	}
+	var out []string
+	for _, p := range procOrder {
+		if seen[p] {
+			out = append(out, p)
+			delete(seen, p)
+		}
+	}
+	return append(out, slices.Sorted(maps.Keys(seen))...)
+}
+
+// printGrowth prints a growth run's sizes side by side.
+func printGrowth(w io.Writer, r *Report) {
+	if len(r.Growth) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ngrowth (nodejoin):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var names []string
+	for _, b := range r.Baselines {
+		names = append(names, b.Approver)
+	}
+	head := "nodes\tall issued (s)\tmedian join (s)\tseconds per node (ms)\tAPI requests per node\tkubelets' MiB per node"
+	for _, b := range names {
+		head += "\tnodejoin/" + b
+	}
+	fmt.Fprintln(tw, head)
+	for _, p := range r.Growth {
+		line := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s", p.Nodes, num(p.AllIssuedSeconds), num(p.MedianJoinSeconds), num(1000*p.SecondsPerNode),
+			num(p.APIRequestsPerNode), strconv.FormatFloat(p.KubeletsMiBPerNode, 'f', -1, 64))
+		for _, b := range names {
+			line += "\t" + num(p.RatioAllIssued[b])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
 }
 
 func printSoak(w io.Writer, r *Report) {
@@ -122,24 +182,29 @@ func copysignHalf(v float64) float64 {
 const topCalls = 12
 
 // printCalls lists the calls that made the most API requests per node, ours and the
-// baseline's side by side.
+// baselines' side by side.
 func printCalls(w io.Writer, r *Report) {
 	calls := r.APIRequestsPerNodeByCall
 	if len(calls) == 0 {
 		return
 	}
-	var base map[string]float64
-	if r.Baseline != nil {
-		base = r.Baseline.APIRequestsPerNodeByCall
+	all := func(k string) float64 {
+		t := calls[k]
+		for _, b := range r.Baselines {
+			t += b.APIRequestsPerNodeByCall[k]
+		}
+		return t
 	}
 	names := slices.Collect(maps.Keys(calls))
-	for k := range base {
-		if _, ok := calls[k]; !ok {
-			names = append(names, k)
+	for _, b := range r.Baselines {
+		for k := range b.APIRequestsPerNodeByCall {
+			if !slices.Contains(names, k) {
+				names = append(names, k)
+			}
 		}
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		if c := cmp.Compare(calls[b]+base[b], calls[a]+base[a]); c != 0 {
+		if c := cmp.Compare(all(b), all(a)); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
@@ -147,14 +212,14 @@ func printCalls(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "\nAPI requests per node, the %d busiest calls:\n", min(topCalls, len(names)))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "call\tnodejoin"
-	if base != nil {
-		head += "\tkcm baseline"
+	for _, b := range r.Baselines {
+		head += "\t" + b.Approver + " baseline"
 	}
 	fmt.Fprintln(tw, head)
 	for _, name := range names[:min(topCalls, len(names))] {
 		line := name + "\t" + num(calls[name])
-		if base != nil {
-			line += "\t" + num(base[name])
+		for _, b := range r.Baselines {
+			line += "\t" + num(b.APIRequestsPerNodeByCall[name])
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -164,7 +229,7 @@ func printCalls(w io.Writer, r *Report) {
 // WritePlotFile writes the SVG plot of the nodes joined over time to path.
 func (r *Report) WritePlotFile(path string) error {
 	var b bytes.Buffer
-	if err := PlotSVG(&b, r.Nodes, PlotSeries(r)); err != nil {
+	if err := PlotSVG(&b, PlotNodes(r), PlotSeries(r)); err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(path, b.Bytes(), 0o644)

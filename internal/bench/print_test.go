@@ -21,18 +21,32 @@ func benchSample(approver string, scale float64) *Report {
 			"GET nodes": 1.5, "PATCH nodes/status": 3 * scale, "WATCH certificatesigningrequests": 2,
 		},
 		ControllerCPUSeconds: 0.4, ControllerPeakRSSMiB: 50.2, CSRs: 8, Load: "1.00 0.50 0.25",
+		SecondsPerNode: 0.375 * scale, KubeletsMiBPerNode: 0.25,
+		CPUSeconds:    map[string]float64{"kube-apiserver": 3 * scale, "etcd": 0.5, procController: 0.4, procKubelets: 1.5},
 		JoinedSeconds: []float64{0.9, 1.0, 1.2, 1.5},
 	}
 }
 
 func TestPrintBenchReport(t *testing.T) {
 	r := benchSample("nodejoin", 1)
-	r.Baseline = benchSample("kcm", 2)
-	r.RatioAllIssued = 0.5
+	floor := benchSample(BaselineFloor, 0.8)
+	floor.CPUSeconds = map[string]float64{"kube-apiserver": 2, procFloor: 0.1, procKubelets: 1.5}
+	r.Baselines = []*Report{benchSample(BaselineKCM, 2), floor}
+	r.RatioAllIssuedKCM, r.RatioAllIssuedFloor = 0.5, 1.25
 	r.Fault = &FaultReport{Kind: FaultLeaderKill, InjectedAtSeconds: 0.8, ExtraSeconds: 9.25, Run: benchSample("nodejoin", 3)}
 	var b bytes.Buffer
 	r.WriteText(&b)
 	printertest.Golden(t, "bench-join.txt", b.String())
+
+	growth := benchSample("nodejoin", 2)
+	growth.Baselines = []*Report{benchSample(BaselineFloor, 1.6)}
+	growth.Growth = []GrowthPoint{
+		{Nodes: 2, AllIssuedSeconds: 1, MedianJoinSeconds: 0.6, SecondsPerNode: 0.5, APIRequestsPerNode: 20, KubeletsMiBPerNode: 0.125, RatioAllIssued: map[string]float64{BaselineFloor: 1.1}},
+		{Nodes: 4, AllIssuedSeconds: 3, MedianJoinSeconds: 2.2, SecondsPerNode: 0.75, APIRequestsPerNode: 25.5, KubeletsMiBPerNode: 0.25, RatioAllIssued: map[string]float64{BaselineFloor: 1.25}},
+	}
+	b.Reset()
+	growth.WriteText(&b)
+	printertest.Golden(t, "bench-growth.txt", b.String())
 
 	soak := benchSample("nodejoin", 1)
 	soak.Soak = &SoakReport{DurationSeconds: 180.2, CertificateLifetime: "1m0s", NodesJoined: 57, NodesLeft: 27, Rotations: 80,

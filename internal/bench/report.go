@@ -12,10 +12,7 @@ import (
 // report computes the figures from what was recorded.
 func (r *run) report(start time.Time, kubelets []*kubeletsim.Kubelet, csrs []csrSeen, ready map[string]time.Time, c *counters, m0, m1 []sample) *Report {
 	n := len(kubelets)
-	rep := &Report{Nodes: n, Identity: r.opts.Identity, Approver: "nodejoin", CSRs: len(csrs)}
-	if r.kcm {
-		rep.Approver = BaselineKCM
-	}
+	rep := &Report{Nodes: n, Identity: r.opts.Identity, Approver: r.approver, CSRs: len(csrs)}
 	var toApproved, toIssued, createToIssued []time.Duration
 	var lastIssued time.Time
 	issuedBy := map[string]time.Time{} // CSR name → issued
@@ -65,6 +62,7 @@ func (r *run) report(start time.Time, kubelets []*kubeletsim.Kubelet, csrs []csr
 	if len(joined) > 0 {
 		rep.MedianJoinSeconds = joined[len(joined)/2]
 		rep.AllIssuedSeconds = joined[len(joined)-1]
+		rep.SecondsPerNode = round(rep.AllIssuedSeconds/float64(n), 4)
 	}
 	if !lastReady.IsZero() {
 		rep.AllReadySeconds = seconds(lastReady.Sub(start))

@@ -15,11 +15,11 @@ func benchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure how fast nodes join a local control plane",
-		Example: "  # 100 nodes at once, then again with kube-controller-manager as the baseline\n" +
-			"  nodejoin bench join --nodes 100 --baseline kcm -o json > report.json\n" +
+		Example: "  # 100 nodes at once, then again with kube-controller-manager and with the floor as baselines\n" +
+			"  nodejoin bench join --nodes 100 --baseline kcm,floor -o json > report.json\n" +
 			"  nodejoin bench plot report.json > join.svg",
 	}
-	cmd.AddCommand(benchJoinCommand(), benchPlotCommand())
+	cmd.AddCommand(benchJoinCommand(), benchPlotCommand(), benchFloorApproverCommand())
 	return cmd
 }
 
@@ -36,16 +36,23 @@ func benchJoinCommand() *cobra.Command {
 			"the times, CSR latencies, the webhook's latency and cache hit rate, API requests per node (from\n" +
 			"kube-apiserver's apiserver_request_total), local cloud calls per node, the controller's CPU\n" +
 			"seconds and peak resident memory, and the CSRs left pending, denied or issued twice.\n\n" +
-			"--baseline kcm runs the same burst again with kube-controller-manager's csrapproving and\n" +
-			"csrsigning approving and signing the client certificates (nodejoin-controller still approves\n" +
-			"serving certificates) and prints ours/baseline. --fault runs the burst again with an API server\n" +
+			"--baseline takes a comma list; each baseline runs the same burst on a fresh cluster. kcm:\n" +
+			"kube-controller-manager's csrapproving and csrsigning approve and sign the client certificates\n" +
+			"(nodejoin-controller still approves serving certificates). floor: an approver of the benchmark's\n" +
+			"own approves and signs every kubelet CSR (client and serving) at once with no check, and\n" +
+			"nodejoin-controller does not run. peer (kube-controller-manager with kubelet-csr-approver) is\n" +
+			"refused: its module cannot be fetched here. The report gives ours/baseline for each.\n" +
+			"--nodes 100,500,1000 runs all of it at each size in turn and reports the growth. --fault runs the burst again with an API server\n" +
 			"restart or a killed leader (two replicas) once half the nodes joined. --duration runs a soak\n" +
 			"instead: nodes keep joining and leaving with short certificate lifetimes.",
 		Example: `  # the short version (make bench)
-  nodejoin bench join --nodes 100 --baseline kcm
+  nodejoin bench join --nodes 100 --baseline kcm,floor
 
   # a thousand nodes, JSON, CPU profiles of the burst, and the plot
-  nodejoin bench join --nodes 1000 --baseline kcm -o json --profile /tmp/prof --plot join.svg
+  nodejoin bench join --nodes 1000 --baseline kcm,floor -o json --profile /tmp/prof --plot join.svg
+
+  # growth: each size in turn, ours against the floor
+  nodejoin bench join --nodes 100,500,1000 --baseline floor --plot growth.svg
 
   # a killed leader mid-burst; a ten-minute soak
   nodejoin bench join --nodes 200 --fault leader-kill
@@ -76,6 +83,22 @@ func benchJoinCommand() *cobra.Command {
 	return cmd
 }
 
+// benchFloorApproverCommand is the floor baseline's approver, which `bench join
+// --baseline floor` runs as its child process. Hidden: it approves every kubelet CSR
+// with no check and is for a benchmark's throwaway cluster only.
+func benchFloorApproverCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "floor-approver --kubeconfig FILE --ca-cert FILE --ca-key FILE",
+		Short:              "Approve and sign every kubelet CSR with no check (the benchmark's floor; never for a real cluster)",
+		Example:            "  # run by `nodejoin bench join --baseline floor` against its own throwaway cluster\n  nodejoin bench floor-approver --kubeconfig STATE/floor/cluster/kubeconfig --ca-cert CA.crt --ca-key CA.key",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return bench.FloorApproverArgs(args)
+		},
+	}
+}
+
 func benchPlotCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "plot REPORT.json",
@@ -91,7 +114,7 @@ func benchPlotCommand() *cobra.Command {
 			if err := json.Unmarshal(data, &r); err != nil {
 				return fmt.Errorf("reading %s (the JSON of `nodejoin bench join -o json`): %w", args[0], err)
 			}
-			return bench.PlotSVG(cmd.OutOrStdout(), r.Nodes, bench.PlotSeries(&r))
+			return bench.PlotSVG(cmd.OutOrStdout(), bench.PlotNodes(&r), bench.PlotSeries(&r))
 		},
 	}
 }
