@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/nodejoin/nodejoin/internal/csr"
 	"github.com/nodejoin/nodejoin/internal/pki"
 	"github.com/nodejoin/nodejoin/internal/process"
 )
@@ -134,17 +132,9 @@ func floorIssue(ctx context.Context, client kubernetes.Interface, ca *pki.CA, c 
 	if len(c.Status.Certificate) > 0 || !floorSigns(c) {
 		return nil
 	}
-	c = c.DeepCopy()
-	approved := slices.ContainsFunc(c.Status.Conditions, func(x certificatesv1.CertificateSigningRequestCondition) bool {
-		return x.Type == certificatesv1.CertificateApproved
-	})
-	if !approved {
-		c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "BenchFloor",
-			Message: "approved without a check by the benchmark's floor approver", LastUpdateTime: metav1.Now(),
-		})
+	if !approved(c) {
 		var err error
-		if c, err = client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{}); err != nil {
+		if c, err = client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, floorApproved(c), metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -154,52 +144,48 @@ func floorIssue(ctx context.Context, client kubernetes.Interface, ca *pki.CA, c 
 		// cannot sign what is not a CSR.
 		return nil //nolint:nilerr // retrying would not make it parse.
 	}
+	c = c.DeepCopy()
 	c.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	_, err = client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, c, metav1.UpdateOptions{})
 	return err
 }
 
-// floorSign signs the CSR's key and names with the CA for the usages the CSR asks,
-// as kube-controller-manager's signer does with the same CA files (the kcm baseline's
-// --cluster-signing-kubelet-*-file): no name or usage is checked.
+// approved reports an Approved condition on the CSR.
+func approved(c *certificatesv1.CertificateSigningRequest) bool {
+	return slices.ContainsFunc(c.Status.Conditions, func(x certificatesv1.CertificateSigningRequestCondition) bool {
+		return x.Type == certificatesv1.CertificateApproved
+	})
+}
+
+// floorApproved is a copy of the CSR with the floor's approval, which checks nothing.
+func floorApproved(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+	c = c.DeepCopy()
+	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "BenchFloor",
+		Message: "approved without a check by the benchmark's floor approver", LastUpdateTime: metav1.Now(),
+	})
+	return c
+}
+
+// floorSign signs the CSR (as the floor approved it) with the CA by nodejoin's own
+// kubelet signer (csr.Signer: the CSR's subject, names and usages, as
+// kube-controller-manager's signer signs with the same CA files in the kcm baseline),
+// with kube-controller-manager's default lifetime; it returns the certificate's DER.
 func floorSign(ca *pki.CA, c *certificatesv1.CertificateSigningRequest, now time.Time) ([]byte, error) {
-	block, _ := pem.Decode(c.Spec.Request)
+	if !approved(c) {
+		c = floorApproved(c)
+	}
+	s := &csr.Signer{CA: ca, Duration: floorValidity, MaxDuration: floorValidity, ClientMaxDuration: floorValidity,
+		Now: func() time.Time { return now }}
+	signed, err := s.Sign(c)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(signed)
 	if block == nil {
-		return nil, errors.New("no PEM block in the request")
+		return nil, errors.New("the signer returned no PEM certificate")
 	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	validity := floorValidity
-	if s := c.Spec.ExpirationSeconds; s != nil {
-		validity = time.Duration(*s) * time.Second
-	}
-	notAfter := now.Add(validity)
-	if notAfter.After(ca.Cert.NotAfter) {
-		notAfter = ca.Cert.NotAfter
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
-		NotBefore: now.Add(-5 * time.Minute), NotAfter: notAfter, AuthorityKeyId: ca.Cert.SubjectKeyId,
-	}
-	for _, u := range c.Spec.Usages {
-		switch u {
-		case certificatesv1.UsageDigitalSignature:
-			tmpl.KeyUsage |= x509.KeyUsageDigitalSignature
-		case certificatesv1.UsageKeyEncipherment:
-			tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
-		case certificatesv1.UsageServerAuth:
-			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		case certificatesv1.UsageClientAuth:
-			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-		}
-	}
-	return x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, req.PublicKey, ca.Key)
+	return block.Bytes, nil
 }
 
 // startFloor runs the floor approver as a child process against the run's cluster.

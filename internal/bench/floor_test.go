@@ -117,7 +117,8 @@ func FuzzFloorSign(f *testing.F) {
 	f.Add(newCSR(f, certificatesv1.KubeletServingSignerName).Spec.Request)
 	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
 	f.Fuzz(func(t *testing.T, req []byte) {
-		c := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{Request: req}}
+		c := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			SignerName: certificatesv1.KubeletServingSignerName, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}, Request: req}}
 		der, err := floorSign(ca, c, time.Now())
 		if err != nil {
 			return
