@@ -3,9 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,21 +182,5 @@ func writeChart(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	return fs.WalkDir(charts.NodejoinController, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dir, filepath.FromSlash(p))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
-		}
-		data, err := charts.NodejoinController.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(filepath.Clean(target), filepath.Clean(dir)+string(filepath.Separator)) {
-			return errors.New("chart file " + p + " outside the chart")
-		}
-		return os.WriteFile(target, data, 0o600)
-	})
+	return os.CopyFS(dir, charts.NodejoinController)
 }
