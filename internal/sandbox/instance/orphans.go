@@ -27,7 +27,7 @@ var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
 // fail. Each record carries one of root or namespace, which is all cleanupInstance
 // needs to stop what runs there and remove it.
 func orphans(cluster string, recs []*Record) []*Record {
-	return orphansIn(filepath.Join("/var/lib/nodejoin", cluster), netns.Dir, cluster, recs)
+	return orphansIn(RootBase(cluster), netns.Dir, cluster, recs)
 }
 
 // orphansIn is orphans with the cluster's root base and the namespaces' directory given.
@@ -66,7 +66,7 @@ func cleanupOrphans(ctx context.Context, cluster string, recs []*Record) []error
 		}
 	}
 	// Links whose root has gone, then the directory if nothing else is left in it.
-	dir := filepath.Join("/var/lib/nodejoin", cluster, NodesDir)
+	dir := filepath.Join(RootBase(cluster), NodesDir)
 	if entries, err := os.ReadDir(dir); err == nil {
 		for _, e := range entries {
 			link := filepath.Join(dir, e.Name())
@@ -82,6 +82,6 @@ func cleanupOrphans(ctx context.Context, cluster string, recs []*Record) []error
 // Leftovers reports whether the host still holds instance roots or namespaces of
 // cluster, whatever records say.
 func Leftovers(cluster string) bool {
-	_, err := os.Stat(filepath.Join("/var/lib/nodejoin", cluster))
+	_, err := os.Stat(RootBase(cluster))
 	return err == nil || len(orphans(cluster, nil)) > 0
 }
