@@ -179,7 +179,10 @@ func (m ProcessManager) start(ctx context.Context, name string, argv []string, l
 	}
 	id, err := process.IdentityOf(cmd.Process.Pid)
 	if err != nil {
-		return fmt.Errorf("%s exited at once; see %s", name, logPath)
+		// Gone before its identity could be read: the same exit waitRunning reports (so
+		// a kubelet is started again), with its last lines, once it is reaped.
+		_ = cmd.Wait()
+		return fmt.Errorf("%s %w at once; last lines of %s:\n%s", name, errExited, logPath, process.Tail(logPath, 10))
 	}
 	if err := atomicfile.WriteFile(m.PIDFile(name), []byte(fmt.Sprintf("%d %d\n", id.PID, id.Start)), 0o644); err != nil {
 		return err
