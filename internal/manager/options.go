@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -58,6 +60,8 @@ type Options struct {
 	maxInFlight                    int
 	clusterID, region, stsCABundle string
 	stsHosts                       []string
+	// stsEndpoint, when set, is the STS every token is verified by (authn.Verifier.Endpoint).
+	stsEndpoint string
 	// Instance proofs (authn.InstanceProofs).
 	identityCert string
 	requireProof bool
@@ -146,6 +150,7 @@ func (o *Options) commonFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.clusterID, "cluster-id", "", "this cluster's name, which tokens must be bound to and bootstrap-token instances tagged for (kubernetes.io/cluster/NAME)")
 	f.StringVar(&o.region, "region", "", "STS region: accepts sts.REGION.amazonaws.com and sts.amazonaws.com")
 	f.StringArrayVar(&o.stsHosts, "sts-host", nil, "an STS host tokens may point at (repeatable; replaces the region's)")
+	f.StringVar(&o.stsEndpoint, "sts-endpoint", "", "send every token's GetCallerIdentity request to this STS (https://host:port), with the host the token names as its Host header, instead of to that host: for a cluster whose STS is not AWS's (a local cloud's)")
 	f.StringVar(&o.stsCABundle, "sts-ca-bundle", "", "PEM CAs to trust for STS (default: the system's)")
 	f.StringVar(&o.identityCert, "instance-identity-cert", "", "PEM certificates of the keys that sign instance identity documents (AWS's of the cluster's regions, or the local cloud's): nodes' instance proofs are checked against them")
 	f.BoolVar(&o.requireProof, "require-instance-proof", false, "require every node to prove it is the instance it names (a signed instance identity document with its token); otherwise only nodes whose NodeAccessEntry is annotated "+authn.InstanceProofAnnotation+"=required")
@@ -176,6 +181,17 @@ func (o *Options) validate(signing bool) error {
 	}
 	if webhook && len(o.stsHosts) == 0 && o.region == "" {
 		return errors.New("give --region or --sts-host: the STS hosts tokens may point at")
+	}
+	return o.validateSTSEndpoint()
+}
+
+// validateSTSEndpoint refuses an --sts-endpoint that is not https://host[:port].
+func (o *Options) validateSTSEndpoint() error {
+	if o.stsEndpoint == "" {
+		return nil
+	}
+	if u, err := url.Parse(o.stsEndpoint); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("--sts-endpoint %q is not an https://host[:port] URL: tokens' presigned requests are sent there, so only TLS is allowed", o.stsEndpoint)
 	}
 	return nil
 }
@@ -295,7 +311,7 @@ func (o *Options) verifier() (*authn.Verifier, error) {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &authn.Verifier{ClusterID: o.clusterID, STSHosts: hosts, HTTP: hc}, nil
+	return &authn.Verifier{ClusterID: o.clusterID, STSHosts: hosts, Endpoint: strings.TrimSuffix(o.stsEndpoint, "/"), HTTP: hc}, nil
 }
 
 // listen opens a TCP listener, or none for an empty address.

@@ -58,3 +58,46 @@ func TestSignerLifetimeFlags(t *testing.T) {
 		})
 	}
 }
+
+// --sts-endpoint sends every token to one STS (a local cloud's) over TLS only: a plain
+// HTTP or path-carrying URL would leak presigned requests or misroute them, and is
+// refused with the flag named.
+func TestSTSEndpointFlag(t *testing.T) {
+	for _, tt := range []struct {
+		endpoint, want, wantErr string
+	}{
+		{endpoint: "", want: ""},
+		{endpoint: "https://10.0.0.1:8774", want: "https://10.0.0.1:8774"},
+		{endpoint: "https://sts.local/", want: "https://sts.local"},
+		{endpoint: "http://10.0.0.1:8773", wantErr: `--sts-endpoint "http://10.0.0.1:8773" is not an https://host[:port] URL`},
+		{endpoint: "https://sts.local/verify", wantErr: "is not an https://host[:port] URL"},
+		{endpoint: "https://", wantErr: "is not an https://host[:port] URL"},
+	} {
+		t.Run(tt.endpoint, func(t *testing.T) {
+			var o Options
+			f := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+			o.AddWebhookFlags(f)
+			args := []string{"--tls-cert", "w.crt", "--tls-key", "w.key", "--webhook-insecure-no-client-cert", "--inventory-source", "ec2", "--aws-region", "us-west-2", "--cluster-id", "c", "--region", "us-west-2", "--sts-endpoint", tt.endpoint}
+			if err := f.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.validate(false)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("validate() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := o.verifier()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Endpoint != tt.want {
+				t.Errorf("verifier endpoint %q, want %q", v.Endpoint, tt.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +39,13 @@ const (
 	// clear of kube-apiserver's, kube-controller-manager's and kube-scheduler's.
 	controllerMetricsPort = 10380
 	controllerHealthPort  = 10381
+	// What the token webhook's pods mount: its serving certificate, the CA of
+	// kube-apiserver's client certificate, the CA of the in-VPC STS, and the local EC2's
+	// instance identity certificate.
+	webhookServing       = "nodejoin-webhook-tls"
+	webhookClientCA      = "nodejoin-webhook-client-ca"
+	webhookSTSCA         = "nodejoin-sts-ca"
+	webhookIdentityCerts = "nodejoin-instance-identity"
 )
 
 // deployControllerStep installs nodejoin-controller's chart on the control-plane node
@@ -69,6 +77,9 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 		if err := ensureControllerAWSKey(ctx, client); err != nil {
 			return err
 		}
+		if err := ensureWebhookMaterial(ctx, client, sb); err != nil {
+			return err
+		}
 		// The pods reach kube-apiserver at its Service address, which the node's
 		// kube-proxy programs: before it runs, they would fail and restart.
 		if err := waitKubeProxy(ctx, client, sb.cpNode.Name()); err != nil {
@@ -78,7 +89,7 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 		if err := writeChart(dir); err != nil {
 			return err
 		}
-		values, err := json.MarshalIndent(controllerValues(sb.opts.Name, sb.controller.EC2InternalURL(), controller.DefaultRegion), "", "  ")
+		values, err := json.MarshalIndent(controllerValues(sb.opts.Name, sb.controller, controller.DefaultRegion), "", "  ")
 		if err != nil {
 			return err
 		}
@@ -101,9 +112,10 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 	})
 }
 
-// controllerValues are the chart's values for the local cluster name whose local AWS
-// pods reach at awsURL.
-func controllerValues(name, awsURL, region string) map[string]any {
+// controllerValues are the chart's values for the local cluster name, whose local AWS
+// ctl serves.
+func controllerValues(name string, ctl *controller.Controller, region string) map[string]any {
+	awsURL := ctl.EC2InternalURL()
 	secretEnv := func(env, key string) map[string]any {
 		return map[string]any{"name": env, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": controllerAWSSecret, "key": key}}}
 	}
@@ -118,7 +130,17 @@ func controllerValues(name, awsURL, region string) map[string]any {
 		},
 		"inventory": map[string]any{"source": "ec2", "ec2": map[string]any{"region": region, "endpoint": awsURL, "iamEndpoint": awsURL}},
 		"csr":       map[string]any{"mode": "approve"},
-		"extraArgs": []any{"--cluster-id=" + name},
+		// The token webhook at the address kube-apiserver's webhook kubeconfig names
+		// (the control-plane node's, whose network the pods share), for kube-apiserver's
+		// client certificate only; tokens are verified by the local STS inside the
+		// cluster namespace, never sent to AWS.
+		"webhook": map[string]any{
+			"enabled": true, "clusterID": name, "region": region, "stsHosts": ctl.TokenSTSHosts(region),
+			"stsEndpoint": ctl.STSInternalURL(), "stsCAConfigMap": webhookSTSCA,
+			"instanceProofs":    map[string]any{"certConfigMap": webhookIdentityCerts},
+			"servingSecret":     webhookServing,
+			"clientCAConfigMap": webhookClientCA,
+		},
 		"extraEnv": []any{
 			secretEnv("AWS_ACCESS_KEY_ID", "access-key-id"), secretEnv("AWS_SECRET_ACCESS_KEY", "secret-access-key"),
 			map[string]any{"name": "AWS_REGION", "value": region},
@@ -183,4 +205,63 @@ func writeChart(dir string) error {
 		return err
 	}
 	return os.CopyFS(dir, charts.NodejoinController)
+}
+
+// ensureWebhookMaterial writes what the token webhook's pods mount: the serving
+// certificate kube-apiserver's webhook kubeconfig trusts (the cluster's, for the
+// control-plane node's address), the CA of kube-apiserver's client certificate, the
+// CA of the in-VPC STS and the local EC2's instance identity certificate.
+func ensureWebhookMaterial(ctx context.Context, client kubernetes.Interface, sb *Sandbox) error {
+	p := sb.cluster.PKI()
+	read := func(path string) ([]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("the token webhook's files: %w", err)
+		}
+		return b, nil
+	}
+	crt, err := read(p.TokenWebhook.Cert)
+	if err != nil {
+		return err
+	}
+	key, err := read(p.TokenWebhook.Key)
+	if err != nil {
+		return err
+	}
+	clientCA, err := read(p.TokenWebhookClientCA)
+	if err != nil {
+		return err
+	}
+	stsCA, err := read(sb.cluster.CAFile())
+	if err != nil {
+		return err
+	}
+	identity := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sb.controller.Cloud().IdentitySigner.Cert.Raw})
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookServing, Namespace: ControllerNamespace},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
+	if _, err := client.CoreV1().Secrets(ControllerNamespace).Create(ctx, sec, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = client.CoreV1().Secrets(ControllerNamespace).Update(ctx, sec, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("the token webhook's Secret %s/%s: %w", ControllerNamespace, webhookServing, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("the token webhook's Secret %s/%s: %w", ControllerNamespace, webhookServing, err)
+	}
+	for name, data := range map[string]map[string]string{
+		webhookClientCA:      {"ca.crt": string(clientCA)},
+		webhookSTSCA:         {"ca.crt": string(stsCA)},
+		webhookIdentityCerts: {"certs.pem": string(identity)},
+	} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControllerNamespace}, Data: data}
+		_, err := client.CoreV1().ConfigMaps(ControllerNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			_, err = client.CoreV1().ConfigMaps(ControllerNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("the token webhook's ConfigMap %s/%s: %w", ControllerNamespace, name, err)
+		}
+	}
+	return nil
 }

@@ -91,7 +91,7 @@ func (controllerStep) Run(ctx context.Context, s *state) error {
 			NodeInstanceProfile: launcher.NodeRole(sb.opts.Name), InstanceLimit: sb.opts.InstanceLimit,
 			DHCPDomainName: sb.opts.DHCPDomainName, CertLifetime: sb.opts.CertLifetime,
 			// With a control-plane node, the deployed controller's pods settle CSRs.
-			NoCSR: sb.opts.ControlPlaneNode})
+			Deployed: sb.opts.ControlPlaneNode})
 		sb.lmu.Lock() // ensureLauncher reads it for Auto Scaling launches, in another goroutine
 		sb.controller = c
 		sb.lmu.Unlock()

@@ -18,6 +18,8 @@ func TestSchemaRefusesWrongValuesWithTheirPath(t *testing.T) {
 		{"outside the enumeration", "csr.mode=trust", "/csr/mode"},
 		{"unknown inventory", "inventory.source=dns", "/inventory/source"},
 		{"unknown add-on", "addons.names={kube-proxy,vpc-cni}", "/addons/names/1"},
+		{"STS endpoint over plain HTTP", "webhook.stsEndpoint=http://10.0.0.1:8773", "/webhook/stsEndpoint"},
+		{"STS endpoint with a path", "webhook.stsEndpoint=https://sts.local/x", "/webhook/stsEndpoint"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := run(t, "template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion, "--values", values("approver"), "--set", tt.set)
@@ -47,6 +49,7 @@ func TestTemplatesRefuseUnsafeCombinationsNamingTheValue(t *testing.T) {
 		{"signer on workers", []string{"--set", "csr.mode=sign,csr.signing.caSecret=ca,placement.controlPlane=false"}, "Set placement.controlPlane=true"},
 		{"webhook on workers", append(webhook, "--set", "webhook.clientCAConfigMap=ca,placement.controlPlane=false"), "Set placement.controlPlane=true"},
 		{"network policy without CIDR", []string{"--set", "webhook.enabled=true,webhook.clusterID=c,webhook.region=r,webhook.clientCAConfigMap=ca"}, "set it to the addresses kube-apiserver calls the webhook from"},
+		{"instance proofs required without certificates", append(webhook, "--set", "webhook.clientCAConfigMap=ca,webhook.instanceProofs.required=true"), "set it to the ConfigMap (key certs.pem)"},
 		{"EC2 inventory without region", []string{"--set", "inventory.ec2.region="}, "set inventory.ec2.region"},
 		{"file inventory without ConfigMap", []string{"--set", "inventory.source=file"}, "set inventory.file.configMap"},
 		{"kube-proxy without endpoint", []string{"--set", "addons.enabled=true"}, "addons.apiserverEndpoint is empty"},

@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/netns"
+	"github.com/nodejoin/nodejoin/internal/sandbox"
 	"github.com/nodejoin/nodejoin/internal/sandbox/cpnode"
 )
 
@@ -31,7 +33,7 @@ import (
 func TestControlPlaneNode(t *testing.T) {
 	start := time.Now()
 	name := "e2e-cpnode"
-	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-node")
+	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-node", "--nodes", "1")
 	t.Logf("up --control-plane-node took %s", time.Since(start).Round(time.Second))
 	ctx := t.Context()
 	client, _ := adminClient(t, kubeconfig)
@@ -158,7 +160,54 @@ func TestControlPlaneNode(t *testing.T) {
 		}
 	}
 
+	assertWorkersAuthenticatedByPods(t, client, nodeName)
+
 	c.run("down", "--name", name)
 	c.assertNothingLeft(name, ifaces)
 	t.Logf("test took %s", time.Since(start).Round(time.Second))
+}
+
+// assertWorkersAuthenticatedByPods checks that the workers joined through the deployed
+// controller: its pod on the control-plane node accepted their IAM tokens (kube-apiserver
+// calls the webhook at the node's address, which the pod could not bind if another
+// process served reviews there).
+func assertWorkersAuthenticatedByPods(t *testing.T, client kubernetes.Interface, cpNode string) {
+	t.Helper()
+	ctx := t.Context()
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workers []string
+	for _, n := range nodes.Items {
+		if n.Name != cpNode {
+			workers = append(workers, n.Name)
+		}
+	}
+	if len(workers) == 0 {
+		t.Fatal("no worker joined")
+	}
+	pods, err := client.CoreV1().Pods(sandbox.ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodejoin-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != cpNode {
+			t.Errorf("controller pod %s runs on %s, not on the control-plane node", p.Name, p.Spec.NodeName)
+		}
+		b, err := client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of %s: %v", p.Name, err)
+		}
+		logs.Write(b)
+	}
+	if !strings.Contains(logs.String(), "serving token reviews") {
+		t.Errorf("no controller pod serves token reviews:\n%s", logs.String())
+	}
+	for _, w := range workers {
+		if !strings.Contains(logs.String(), `msg="token accepted" user=system:node:`+w) && !strings.Contains(logs.String(), `"user":"system:node:`+w+`"`) {
+			t.Errorf("no controller pod accepted a token of worker %s", w)
+		}
+	}
 }

@@ -72,7 +72,11 @@ func downLeftovers(names []string) error {
 		down.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"))
 		out, err := down.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("nodejoin down --name %s: %w\n%s", name, err, out)
+			// `down` refuses a cluster whose namespace live processes use: another run's
+			// (a benchmark, a developer's cluster), not a leftover. A test of the same
+			// name would fail on its own, naming it.
+			fmt.Fprintf(os.Stderr, "e2e: left cluster %s alone: nodejoin down --name %s: %v\n%s", name, name, err, out)
+			continue
 		}
 		fmt.Fprintf(os.Stderr, "e2e: an earlier run left cluster %s: %s", name, out)
 	}

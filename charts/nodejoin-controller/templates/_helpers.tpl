@@ -32,8 +32,11 @@ Refusals that the schema cannot express: each names the value to set.
 {{- if and $v.webhook.enabled (not $v.webhook.region) (not $v.webhook.stsHosts) -}}
 {{- fail "webhook.enabled is true but neither webhook.region nor webhook.stsHosts is set: set webhook.region to the STS region nodes sign their tokens for" -}}
 {{- end -}}
-{{- if and $v.webhook.enabled $v.webhook.networkPolicy.enabled (not $v.webhook.networkPolicy.apiServerCIDR) -}}
+{{- if and $v.webhook.enabled $v.webhook.networkPolicy.enabled (not $v.hostNetwork) (not $v.webhook.networkPolicy.apiServerCIDR) -}}
 {{- fail "webhook.networkPolicy.enabled is true but webhook.networkPolicy.apiServerCIDR is empty: set it to the addresses kube-apiserver calls the webhook from (the control-plane nodes' subnet), or set webhook.networkPolicy.enabled=false" -}}
+{{- end -}}
+{{- if and $v.webhook.instanceProofs.required (not $v.webhook.instanceProofs.certConfigMap) -}}
+{{- fail "webhook.instanceProofs.required is true but webhook.instanceProofs.certConfigMap is empty: set it to the ConfigMap (key certs.pem) of the certificates that sign instance identity documents, or set webhook.instanceProofs.required=false" -}}
 {{- end -}}
 {{- if and (eq $v.csr.mode "sign") (not $v.csr.signing.caSecret) -}}
 {{- fail "csr.mode is sign but csr.signing.caSecret is empty: set csr.signing.caSecret to the Secret (tls.crt, tls.key) of the CA that signs kubelet certificates, or use csr.mode=approve and let kube-controller-manager sign" -}}

@@ -7,17 +7,12 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,11 +22,8 @@ import (
 
 	"github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
 	"github.com/nodejoin/nodejoin/internal/addons"
-	"github.com/nodejoin/nodejoin/internal/authn"
 	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/csr"
-	"github.com/nodejoin/nodejoin/internal/eksapi"
-	"github.com/nodejoin/nodejoin/internal/httpserver"
 	"github.com/nodejoin/nodejoin/internal/inventory"
 	"github.com/nodejoin/nodejoin/internal/localaws"
 	"github.com/nodejoin/nodejoin/internal/manager"
@@ -86,9 +78,10 @@ type Config struct {
 	// certificates (csr.Signer's ClientMaxDuration and Duration), short enough for a
 	// test to watch kubelets renew them; 0 keeps the signer's defaults.
 	CertLifetime time.Duration
-	// NoCSR leaves kubelet CSRs to others: the controller's chart, deployed on the
-	// control-plane node, approves them and kube-controller-manager signs.
-	NoCSR bool
+	// Deployed leaves kubelet CSRs and token reviews to the controller's chart, deployed
+	// on the control-plane node: its pods approve (kube-controller-manager signs) and
+	// serve the token webhook kube-apiserver calls.
+	Deployed bool
 }
 
 // Controller is nodejoin-controller and the local cloud, running: the token webhook
@@ -103,6 +96,10 @@ type Controller struct {
 	// endpoint's end. Empty and nil in loopback mode.
 	ec2URL  string
 	ec2Done chan error
+	// stsURL is the local STS over HTTPS as pods on the control-plane node reach it
+	// (the deployed token webhook's --sts-endpoint); stsDone reports its end.
+	stsURL  string
+	stsDone chan error
 	failed  chan struct{} // closed when the controller or the control plane stopped
 	done    chan struct{} // closed when the controller stopped
 	err     error         // set before done closes
@@ -206,76 +203,32 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 			return fail(err)
 		}
 	}
-	if ns := cl.Namespace(); ns.Name != "" {
-		// Instances call the local AWS too (the network add-on's ipamd calls EC2,
-		// nodeadm EKS): the edge is served for them inside the cluster namespace, on
-		// the bridge address, like the token webhook; their role credentials are STS's,
-		// which the edge knows. Plain HTTP, as the instances' SDKs are given no CA.
-		opts := cl.Options()
-		addr := netip.AddrPortFrom(opts.BridgeAddr(), EC2Port).String()
-		l, err := ns.Listen("tcp", addr)
-		if err != nil {
-			return fail(fmt.Errorf("listening for the local AWS inside the cluster namespace: %w", err))
-		}
-		c.ec2URL, c.ec2Done = "http://"+addr, make(chan error, 1)
-		inVPC := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c.cloud.Edge.ServeHTTP(w, r.WithContext(eksapi.WithVPCCaller(r.Context())))
-		})
-		srv := &http.Server{Handler: inVPC, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { c.ec2Done <- httpserver.Serve(ctx, srv, l) }()
+	if err := c.serveInVPC(ctx, cl, log); err != nil {
+		return fail(err)
 	}
 	inv := inventory.NewEC2(c.cloud.ControllerConfig(cfg.Region), inventory.EC2Options{EC2Endpoint: c.cloud.EC2URL, IAMEndpoint: c.cloud.IAMURL})
-	p := cl.PKI()
-	cert, err := tls.LoadX509KeyPair(p.TokenWebhook.Cert, p.TokenWebhook.Key)
-	if err != nil {
-		return fail(fmt.Errorf("loading the token webhook's certificate: %w", err))
-	}
-	clientCA, err := os.ReadFile(p.TokenWebhookClientCA)
-	if err != nil {
-		return fail(fmt.Errorf("reading the token webhook's client CA: %w", err))
-	}
-	clientCAs := x509.NewCertPool()
-	if !clientCAs.AppendCertsFromPEM(clientCA) {
-		return fail(fmt.Errorf("%s holds no PEM certificate", p.TokenWebhookClientCA))
-	}
-	wl, err := cl.ListenTokenWebhook()
-	if err != nil {
-		return fail(fmt.Errorf("listening for token reviews: %w", err))
-	}
 	ready := make(chan struct{})
 	mcfg := manager.Config{
-		REST:            cl.RESTConfig(),
-		Log:             log,
-		Signer:          &csr.Signer{CA: cl.CA(), Duration: cfg.CertLifetime, ClientMaxDuration: cfg.CertLifetime},
-		Nodes:           inv,
-		Instances:       inv,
-		ClusterName:     cl.Name(),
-		WebhookListener: wl,
-		// Only kube-apiserver, with its client certificate, may ask for reviews.
-		WebhookTLS: httpserver.MutualTLS(cert, clientCAs),
-		// Tokens may name the local STS, the edge that serves it too, or AWS's public STS
-		// hosts of the region (`aws eks get-token` signs for those, whatever endpoint it
-		// is given); every one is verified by the cluster's own STS (Endpoint), never
-		// sent to AWS.
-		Verifier: &authn.Verifier{ClusterID: cl.Name(), Endpoint: c.cloud.STSURL, STSHosts: []string{
-			strings.TrimPrefix(c.cloud.STSURL, "https://"), strings.TrimPrefix(c.cloud.EdgeURL, "https://"),
-			"sts." + cfg.Region + ".amazonaws.com", "sts.amazonaws.com"},
-			HTTP: c.cloud.STSHTTPClient()},
-		// Nodes' instance proofs are checked against the local EC2's certificate; a proof
-		// is required where a NodeAccessEntry says so (nodejoin's own node groups).
-		InstanceProofs: &authn.InstanceProofs{Certs: []*x509.Certificate{c.cloud.IdentitySigner.Cert}, Regions: []string{cfg.Region}},
-		InstallRBAC:    true,
-		InstallCRDs:    true,
+		REST:        cl.RESTConfig(),
+		Log:         log,
+		Signer:      &csr.Signer{CA: cl.CA(), Duration: cfg.CertLifetime, ClientMaxDuration: cfg.CertLifetime},
+		Nodes:       inv,
+		Instances:   inv,
+		ClusterName: cl.Name(),
+		InstallRBAC: true,
+		InstallCRDs: true,
 		// STANDARD access entries' policies are bound (the administrator's below).
 		AccessPolicies: true,
 		// No cloud controller manager runs here: nodejoin-controller initializes Nodes.
 		InitializeNodes: true,
 		OnStarted:       func() { close(ready) },
-		OnAuthenticated: func(user string) { c.authenticated.Store(user, struct{}{}) },
 	}
-	if cfg.NoCSR {
-		// The chart's pods approve, and the chart owns nodejoin's core roles.
+	if cfg.Deployed {
+		// The chart's pods approve CSRs and serve the token webhook, and the chart owns
+		// nodejoin's core roles.
 		mcfg.Signer, mcfg.ChartRBAC = nil, true
+	} else if err := c.webhookConfig(cl, cfg.Region, &mcfg); err != nil {
+		return fail(err)
 	}
 	if !cfg.NoAddons {
 		// kube-proxy reaches the API server at its address in the cluster namespace.
@@ -353,10 +306,6 @@ func AWSNodeOptions(cluster, ec2URL, region string) addons.AWSNodeOptions {
 	}
 }
 
-// EC2Port is the local AWS's port (the edge: every service, EC2 included) on the
-// bridge address inside the cluster namespace.
-const EC2Port = 8773
-
 // EC2InternalURL is the local AWS's edge as instances reach it, serving every service:
 // AWS_ENDPOINT_URL_EC2 of the network add-on, AWS_ENDPOINT_URL of nodeadm. Empty
 // without a cluster namespace.
@@ -390,7 +339,9 @@ func (c *Controller) nodeGroups(cl *controlplane.Cluster, cfg Config) (*nodegrou
 // Cloud is the local cloud: the EC2 inventory to launch instances into, and STS.
 func (c *Controller) Cloud() *localaws.Cloud { return c.cloud }
 
-// Authenticated reports whether the webhook has accepted a token of user.
+// Authenticated reports whether the webhook has accepted a token of user. Only this
+// process's webhook is known: with Config.Deployed it is always false, and a node's
+// authentication shows from its registration instead (joinstatus).
 func (c *Controller) Authenticated(user string) bool {
 	_, ok := c.authenticated.Load(user)
 	return ok
@@ -423,8 +374,10 @@ func (c *Controller) Stop() error {
 	c.cancel()
 	<-c.done
 	err := errors.Join(c.err, c.cloud.Wait())
-	if c.ec2Done != nil {
-		err = errors.Join(err, <-c.ec2Done)
+	for _, done := range []chan error{c.ec2Done, c.stsDone} {
+		if done != nil {
+			err = errors.Join(err, <-done)
+		}
 	}
 	c.closeLog()
 	return err
