@@ -47,8 +47,8 @@ build: build-netagent ## Build nodejoin, nodeadm, nodejoin-controller, nodejoin-
 	$(GO) build -o $(BIN)/ $(OTHER_CMDS)
 
 .PHONY: up
-up: deps tools build ## Start a local cluster with NODES joined nodes and a control-plane node running the controller's chart, in the background (NAME, NODES); stop it with `make down`
-	$(BIN)/nodejoin up --name $(NAME) --nodes $(NODES) --control-plane-node --detach
+up: deps tools build ## Start a local cluster with NODES joined nodes and two control-plane nodes running the controller's chart, in the background (NAME, NODES); stop it with `make down`
+	$(BIN)/nodejoin up --name $(NAME) --nodes $(NODES) --control-plane-nodes 2 --detach
 	@echo "Use it:  $(BIN)/kubectl --kubeconfig \"\$$($(BIN)/nodejoin kubeconfig --name $(NAME))\" get nodes -o wide"
 
 .PHONY: down

@@ -292,7 +292,11 @@ func (c *Cluster) writeTokenWebhookConfig() error {
 	if err != nil {
 		return err
 	}
-	return WriteWebhookClientConfig(c.opts.TokenWebhookConfigFile, "https://"+c.webhook.String()+"/authenticate", caPEM, client.CertPEM(), keyPEM)
+	addr := c.webhook
+	if c.opts.TokenWebhookService.IsValid() {
+		addr = netip.AddrPortFrom(c.opts.TokenWebhookService, 443)
+	}
+	return WriteWebhookClientConfig(c.opts.TokenWebhookConfigFile, "https://"+addr.String()+"/authenticate", caPEM, client.CertPEM(), keyPEM)
 }
 
 // ListenTokenWebhook opens the listener kube-apiserver's token webhook configuration

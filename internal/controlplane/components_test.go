@@ -44,3 +44,18 @@ func TestComponentPortIsBelowTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// Control-plane nodes take the bridge's address and the VPC's reserved fourth one,
+// which the local EC2 never gives an instance; there is no third.
+func TestControlPlaneNodeAddr(t *testing.T) {
+	o := Options{NodeCIDR: DefaultNodeCIDR}
+	for i, want := range []string{"198.18.0.1", "198.18.0.3"} {
+		got, err := o.ControlPlaneNodeAddr(i)
+		if err != nil || got.String() != want {
+			t.Errorf("node %d: %v, %v; want %s", i, got, err, want)
+		}
+	}
+	if _, err := o.ControlPlaneNodeAddr(MaxControlPlaneNodes); err == nil {
+		t.Errorf("node %d has an address", MaxControlPlaneNodes+1)
+	}
+}

@@ -96,6 +96,11 @@ type Options struct {
 	// webhook that the caller serves on Cluster.ListenTokenWebhook, with a serving
 	// certificate from the cluster CA (PKI().TokenWebhook).
 	TokenWebhook bool
+	// TokenWebhookService, when valid (an address of ServiceCIDR), is where kube-apiserver
+	// calls the token webhook instead (port 443): a Service in front of webhook replicas
+	// on control-plane nodes, which kube-proxy on the first one routes from the cluster
+	// namespace. The serving certificate names it too.
+	TokenWebhookService netip.Addr
 	// APIServerOnly starts etcd and kube-apiserver alone, without kube-controller-manager
 	// and kube-scheduler: tests of one controller use it, so that upstream's controllers
 	// (node lifecycle taints, garbage collection, service accounts) leave their objects
@@ -179,6 +184,9 @@ func (o *Options) validate() error {
 	if o.NodeCIDR.Overlaps(o.ServiceCIDR) {
 		return fmt.Errorf("node CIDR %s overlaps service CIDR %s", o.NodeCIDR, o.ServiceCIDR)
 	}
+	if o.TokenWebhookService.IsValid() && (!o.TokenWebhook || !o.ServiceCIDR.Contains(o.TokenWebhookService)) {
+		return fmt.Errorf("cluster %s: the token webhook's Service address %s needs the token webhook on and an address of the service CIDR %s", o.Name, o.TokenWebhookService, o.ServiceCIDR)
+	}
 	if o.TokenWebhook && o.TokenWebhookConfigFile != "" {
 		return fmt.Errorf("cluster %s: give a token webhook configuration file or let the cluster serve one, not both", o.Name)
 	}
@@ -191,6 +199,24 @@ func (o *Options) validate() error {
 // BridgeAddr is the bridge's address in the cluster namespace: the node CIDR's first
 // address. The API server listens there.
 func (o *Options) BridgeAddr() netip.Addr { return o.NodeCIDR.Masked().Addr().Next() }
+
+// MaxControlPlaneNodes is how many control-plane nodes ControlPlaneNodeAddr has an
+// address for.
+const MaxControlPlaneNodes = 2
+
+// ControlPlaneNodeAddr is the address of control-plane node i (from 0): the first is
+// the bridge's (it runs in the cluster namespace, beside kube-apiserver); the second
+// has the node CIDR's fourth address, which the local EC2 never gives out (the first
+// four of a subnet are reserved, as on AWS: network, router, DNS, reserved).
+func (o *Options) ControlPlaneNodeAddr(i int) (netip.Addr, error) {
+	switch i {
+	case 0:
+		return o.BridgeAddr(), nil
+	case 1:
+		return o.BridgeAddr().Next().Next(), nil
+	}
+	return netip.Addr{}, fmt.Errorf("control-plane node %d: a cluster has at most %d", i+1, MaxControlPlaneNodes)
+}
 
 // serviceIP is the kubernetes service's cluster IP: the service CIDR's first address.
 func (o *Options) serviceIP() netip.Addr { return o.ServiceCIDR.Masked().Addr().Next() }

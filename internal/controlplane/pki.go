@@ -113,10 +113,14 @@ func generatePKI(p PKI, o *Options) (*pki.CA, error) {
 		{p.ComponentServing, pki.Request{CommonName: "nodejoin-control-plane-components", DNSNames: []string{"localhost"}, IPs: []net.IP{loopback}, Usage: pki.ServerAuth}},
 	}
 	if o.TokenWebhook {
+		ips := []net.IP{loopback, net.IP(o.BridgeAddr().AsSlice())}
+		if o.TokenWebhookService.IsValid() {
+			ips = append(ips, net.IP(o.TokenWebhookService.AsSlice()))
+		}
 		leaves = append(leaves, struct {
 			files certFiles
 			req   pki.Request
-		}{p.TokenWebhook, pki.Request{CommonName: "nodejoin-token-webhook", IPs: []net.IP{loopback, net.IP(o.BridgeAddr().AsSlice())}, Usage: pki.ServerAuth}})
+		}{p.TokenWebhook, pki.Request{CommonName: "nodejoin-token-webhook", IPs: ips, Usage: pki.ServerAuth}})
 		if err := webhookClientPKI(p, o); err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/nodejoin/nodejoin/internal/toolbin"
 )
 
-// controlPlaneNodeStep starts the control-plane node (Options.ControlPlaneNode) once
+// controlPlaneNodeStep starts the control-plane nodes (Options.ControlPlaneNodes) once
 // the controller has created the node add-ons (kube-proxy among them) it runs.
 type controlPlaneNodeStep struct{}
 
@@ -39,13 +39,15 @@ func (controlPlaneNodeStep) Run(ctx context.Context, s *state) error {
 		if err != nil {
 			return err
 		}
-		n, err := cpnode.Start(ctx, cpnode.Config{Cluster: sb.cluster, KubeletPath: kubelet, ContainerdPath: containerd,
-			ImageArchives: archives, Region: controller.DefaultRegion, Zone: controller.DefaultRegion + "a"})
-		if err != nil {
-			return err
+		for i := range sb.opts.ControlPlaneNodes {
+			n, err := cpnode.Start(ctx, cpnode.Config{Cluster: sb.cluster, Index: i, KubeletPath: kubelet, ContainerdPath: containerd,
+				ImageArchives: archives, Region: controller.DefaultRegion, Zone: controller.DefaultRegion + "a"})
+			if err != nil {
+				return err
+			}
+			sb.cpNodes = append(sb.cpNodes, n)
+			s.progress.Note("control-plane node " + n.Name() + " (" + n.Addr().String() + ") is Ready (logs: " + n.Root() + "/var/log)")
 		}
-		sb.cpNode = n
-		s.progress.Note("control-plane node " + n.Name() + " is Ready (logs: " + n.Root() + "/var/log)")
 		return nil
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,6 +88,10 @@ type Options struct {
 	// in the cluster namespace, once the controller has put the node add-ons in place.
 	// Experimental; root and NetworkNamespace only.
 	ControlPlaneNode bool
+	// ControlPlaneNodes is how many control-plane nodes run with ControlPlaneNode: 1
+	// (the default) or controlplane.MaxControlPlaneNodes. With two, the controller's
+	// chart runs two replicas, one on each, behind its webhook Service.
+	ControlPlaneNodes int
 	// Control makes the sandbox answer AddNodesTo from other processes on a Unix
 	// socket in its state directory.
 	Control bool
@@ -237,6 +242,9 @@ func (o *Options) complete() error {
 	if err := o.resolveGroupKubelet(); err != nil {
 		return err
 	}
+	if err := o.completeControlPlaneNodes(); err != nil {
+		return err
+	}
 	if o.CertLifetime != 0 && o.CertLifetime < controller.MinCertLifetime {
 		return &OptionError{"cert-lifetime", o.CertLifetime.String(), "want 0 (the controller's defaults) or at least " + controller.MinCertLifetime.String() + ": a kubelet renews at 70-90% of its certificate's life"}
 	}
@@ -244,6 +252,21 @@ func (o *Options) complete() error {
 		return &OptionError{"dhcp-domain", d, "want one DNS domain such as corp.example (lower-case letters, digits, '-' and '.', no trailing dot, at most 253 characters)"}
 	}
 	return o.Nodes.Validate()
+}
+
+// completeControlPlaneNodes defaults ControlPlaneNodes to one with ControlPlaneNode and
+// refuses more than the local VPC has addresses for.
+func (o *Options) completeControlPlaneNodes() error {
+	if o.ControlPlaneNodes > 0 {
+		o.ControlPlaneNode = true
+	}
+	if o.ControlPlaneNode && o.ControlPlaneNodes == 0 {
+		o.ControlPlaneNodes = 1
+	}
+	if o.ControlPlaneNodes < 0 || o.ControlPlaneNodes > controlplane.MaxControlPlaneNodes {
+		return &OptionError{"control-plane-nodes", strconv.Itoa(o.ControlPlaneNodes), "want 1 or " + strconv.Itoa(controlplane.MaxControlPlaneNodes) + ": the local VPC has addresses for that many (the bridge's and a reserved one)"}
+	}
+	return nil
 }
 
 // Check validates opts and checks that no cluster of that name exists, without

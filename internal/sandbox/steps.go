@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/nodejoin/nodejoin/internal/controlplane"
@@ -63,6 +64,8 @@ func (controlPlaneStep) Run(ctx context.Context, s *state) error {
 		// With a control-plane node, kube-controller-manager's kubelet signers sign
 		// what the deployed controller approves (the chart's default, csr.mode approve).
 		KubeletSigners: o.ControlPlaneNode,
+		// and its replicas serve the token webhook behind the chart's Service.
+		TokenWebhookService: deployedWebhookService(o),
 	})
 	if c != nil && err == nil {
 		s.sandbox.cluster = c
@@ -145,4 +148,13 @@ func (controlSocketStep) Run(ctx context.Context, s *state) error {
 		s.progress.Note("warning: `nodejoin add node` will not reach this cluster: " + err.Error())
 	}
 	return nil
+}
+
+// deployedWebhookService is the webhook Service's address when the chart's pods serve
+// the token webhook (Options.ControlPlaneNode); invalid otherwise.
+func deployedWebhookService(o Options) netip.Addr {
+	if !o.ControlPlaneNode {
+		return netip.Addr{}
+	}
+	return webhookServiceIP(o.ServiceCIDR)
 }

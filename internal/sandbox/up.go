@@ -23,7 +23,7 @@ type Sandbox struct {
 
 	cluster    *controlplane.Cluster
 	controller *controller.Controller
-	cpNode     *cpnode.Node // Options.ControlPlaneNode
+	cpNodes    []*cpnode.Node // Options.ControlPlaneNodes
 
 	mu       sync.Mutex // serializes AddNodes; guards nodes
 	nodes    []Node
@@ -107,9 +107,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("stopping the nodes: %w", err))
 			}
 		}
-		if s.cpNode != nil {
-			if err := s.cpNode.Stop(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("stopping the control-plane node: %w", err))
+		for _, n := range s.cpNodes {
+			if err := n.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the control-plane node %s: %w", n.Name(), err))
 			}
 		}
 		if s.controller != nil {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // The controller as users deploy it: `up --control-plane-node` installs the chart on
@@ -25,30 +28,24 @@ import (
 func TestDeployedControllerSurvivesFaults(t *testing.T) {
 	start := time.Now()
 	name := "e2e-ctlpod"
-	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-node", "--nodes", "0", "--kubelet", "sim", "--nodegroup-kubelet", "sim")
+	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-nodes", "2", "--nodes", "0", "--kubelet", "sim", "--nodegroup-kubelet", "sim")
 	t.Logf("up took %s", time.Since(start).Round(time.Second))
 	ctx := t.Context()
 	client, _ := adminClient(t, kubeconfig)
-	cpNode := name + "-control-plane"
+	cpNodes := []string{name + "-control-plane", name + "-control-plane-2"}
 
-	first := c.controllerPod(ctx, kubeconfig, client, cpNode)
-	for _, v := range first.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName != "nodejoin-controller-aws" {
-			t.Errorf("pod %s mounts Secret %s: the default install mounts no key", first.Name, v.Secret.SecretName)
-		}
-	}
-	for _, a := range first.Spec.Containers[0].Args {
-		if strings.HasPrefix(a, "--ca-key") {
-			t.Errorf("pod %s is given a CA key: %s", first.Name, a)
-		}
-	}
+	pods := c.controllerPods(ctx, kubeconfig, client, cpNodes, nil)
+	first := pods[cpNodes[0]]
+	assertNoSigningKey(t, client, first)
 	sa := "system:serviceaccount:kube-system:" + first.Spec.ServiceAccountName
 	if out, _ := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), "--kubeconfig", kubeconfig,
 		"auth", "can-i", "list", "secrets", "-n", "kube-system", "--as", sa).CombinedOutput(); strings.TrimSpace(string(out)) != "no" {
 		t.Errorf("kubectl auth can-i list secrets -n kube-system --as %s: %q, want no", sa, out)
 	}
 
-	// 1. Ten nodes join while the pod that decides their CSRs is deleted.
+	// 1. Ten nodes join (their tokens reviewed, their CSRs decided by the replicas)
+	// while the leader's pod is deleted: the other replica takes the Lease over.
+	leader := c.leader(ctx, kubeconfig, client, pods)
 	add := c.command("add", "node", "--name", name, "--count", "10", "--timeout", "4m")
 	var addOut strings.Builder
 	add.Stdout, add.Stderr = &addOut, &addOut
@@ -62,36 +59,43 @@ func TestDeployedControllerSurvivesFaults(t *testing.T) {
 		}
 		return len(servingCSRs(l.Items)) > 0, "none yet"
 	})
-	if err := client.CoreV1().Pods("kube-system").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+	if err := client.CoreV1().Pods("kube-system").Delete(ctx, leader.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := add.Wait(); err != nil {
-		t.Fatalf("add node --count 10 while the controller's pod was deleted: %v\n%s", err, addOut.String())
+		t.Fatalf("add node --count 10 while the leader's pod was deleted: %v\n%s", err, addOut.String())
 	}
-	second := c.controllerPod(ctx, kubeconfig, client, cpNode)
-	if second.Name == first.Name {
-		t.Fatalf("pod %s was not replaced", first.Name)
-	}
+	pods = c.controllerPods(ctx, kubeconfig, client, cpNodes, leader)
 	deciders := c.assertEveryServingCSRIssuedOnce(ctx, kubeconfig, client, 10)
-	t.Logf("after the pod's deletion: serving CSRs decided by %v", deciders)
+	t.Logf("after the leader's deletion: serving CSRs decided by %v", deciders)
 
-	// 2. Draining the control-plane node leaves the replica: the PodDisruptionBudget.
+	// 2. Draining the first control-plane node evicts its replica (the budget allows
+	// it: the other serves), and two nodes join through the one left.
 	out, err := exec.CommandContext(ctx, filepath.Join(c.binDir, "kubectl"), "--kubeconfig", kubeconfig,
-		"drain", cpNode, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "20s").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "disruption budget") {
-		t.Errorf("kubectl drain %s: %v, want refused by the disruption budget:\n%s", cpNode, err, out)
+		"drain", cpNodes[0], "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "90s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl drain %s: %v\n%s", cpNodes[0], err, out)
 	}
-	if p := c.controllerPod(ctx, kubeconfig, client, cpNode); p.Name != second.Name {
-		t.Errorf("the drain replaced pod %s with %s", second.Name, p.Name)
+	left := pods[cpNodes[1]]
+	c.run("add", "node", "--name", name, "--count", "2", "--timeout", "3m")
+	deciders = c.assertEveryServingCSRIssuedOnce(ctx, kubeconfig, client, 12)
+	if p, err := client.CoreV1().Pods("kube-system").Get(ctx, left.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("the replica on %s did not survive the drain of %s: %v", cpNodes[1], cpNodes[0], err)
 	}
-	c.kubectl(kubeconfig, "uncordon", cpNode)
+	if deciders[left.Name] < 2 {
+		t.Errorf("serving CSRs decided by %v: want the replica left, %s, to decide the two nodes that joined during the drain", deciders, left.Name)
+	}
+	c.kubectl(kubeconfig, "uncordon", cpNodes[0])
+	c.controllerPods(ctx, kubeconfig, client, cpNodes, nil)
 
-	// 3. The chart, upgraded to a new image (the same build under a new tag), and two
-	// more nodes: their CSRs are decided by the new pod.
-	sock := filepath.Join("/var/lib/nodejoin", name, "control-plane", "run/containerd/containerd.sock")
-	if out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "k8s.io", "images", "tag", "--force",
-		"nodejoin.io/nodejoin-controller:dev", "nodejoin.io/nodejoin-controller:e2e-upgrade").CombinedOutput(); err != nil {
-		t.Fatalf("tagging the controller's image: %v\n%s", err, out)
+	// 3. The chart, upgraded to a new image (the same build under a new tag), one
+	// replica at a time, and two more nodes: their CSRs are decided by the new pods.
+	for _, root := range []string{"control-plane", "control-plane-2"} {
+		sock := filepath.Join("/var/lib/nodejoin", name, root, "run/containerd/containerd.sock")
+		if out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "k8s.io", "images", "tag", "--force",
+			"nodejoin.io/nodejoin-controller:dev", "nodejoin.io/nodejoin-controller:e2e-upgrade").CombinedOutput(); err != nil {
+			t.Fatalf("tagging the controller's image on %s: %v\n%s", root, err, out)
+		}
 	}
 	state := filepath.Join(c.state, "nodejoin", name)
 	helm := exec.CommandContext(ctx, filepath.Join(c.binDir, "helm"), "upgrade", "nodejoin-controller", filepath.Join(state, "chart", "nodejoin-controller"),
@@ -100,14 +104,16 @@ func TestDeployedControllerSurvivesFaults(t *testing.T) {
 	if out, err := helm.CombinedOutput(); err != nil {
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
-	third := c.controllerPod(ctx, kubeconfig, client, cpNode)
-	if !strings.HasSuffix(third.Spec.Containers[0].Image, ":e2e-upgrade") {
-		t.Errorf("pod %s runs %s after the upgrade", third.Name, third.Spec.Containers[0].Image)
+	upgraded := c.controllerPods(ctx, kubeconfig, client, cpNodes, nil)
+	for _, p := range upgraded {
+		if !strings.HasSuffix(p.Spec.Containers[0].Image, ":e2e-upgrade") {
+			t.Errorf("pod %s runs %s after the upgrade", p.Name, p.Spec.Containers[0].Image)
+		}
 	}
 	c.run("add", "node", "--name", name, "--count", "2", "--timeout", "3m")
-	deciders = c.assertEveryServingCSRIssuedOnce(ctx, kubeconfig, client, 12)
-	if deciders[third.Name] < 2 {
-		t.Errorf("serving CSRs decided by %v: want the upgraded pod %s to decide the last two nodes'", deciders, third.Name)
+	deciders = c.assertEveryServingCSRIssuedOnce(ctx, kubeconfig, client, 14)
+	if n := deciders[upgraded[cpNodes[0]].Name] + deciders[upgraded[cpNodes[1]].Name]; n < 2 {
+		t.Errorf("serving CSRs decided by %v: want the upgraded pods to decide the last two nodes'", deciders)
 	}
 
 	c.run("down", "--name", name)
@@ -115,31 +121,91 @@ func TestDeployedControllerSurvivesFaults(t *testing.T) {
 	t.Logf("test took %s", time.Since(start).Round(time.Second))
 }
 
-// controllerPod waits for the controller's one pod to be Ready, and checks it is on node.
-func (c *cli) controllerPod(ctx context.Context, kubeconfig string, client kubernetes.Interface, node string) *corev1.Pod {
+// assertNoSigningKey checks that pod mounts no key but the webhook's serving one, whose
+// certificate is no CA's, and is given no CA key.
+func assertNoSigningKey(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) {
+	t.Helper()
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		if v.Secret.SecretName != "nodejoin-webhook-tls" {
+			t.Errorf("pod %s mounts Secret %s: the default install mounts no key but the webhook's serving one", pod.Name, v.Secret.SecretName)
+			continue
+		}
+		sec, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), v.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(sec.Data[corev1.TLSCertKey])
+		if block == nil {
+			t.Fatalf("Secret %s holds no PEM certificate", sec.Name)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign != 0 {
+			t.Errorf("pod %s mounts Secret %s, whose certificate %q can sign certificates", pod.Name, sec.Name, cert.Subject)
+		}
+	}
+	for _, a := range pod.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--ca-key") {
+			t.Errorf("pod %s is given a CA key: %s", pod.Name, a)
+		}
+	}
+}
+
+// controllerPods waits until each of nodes runs one Ready controller pod, none other
+// is left (a deleted or replaced one gone) and gone, when set, is not among them; it
+// returns them by node.
+func (c *cli) controllerPods(ctx context.Context, kubeconfig string, client kubernetes.Interface, nodes []string, gone *corev1.Pod) map[string]*corev1.Pod {
 	c.t.Helper()
-	var pod *corev1.Pod
-	c.poll(kubeconfig, "one Ready nodejoin-controller pod", 3*time.Minute, func() (bool, string) {
+	var pods map[string]*corev1.Pod
+	c.poll(kubeconfig, fmt.Sprintf("a Ready nodejoin-controller pod on each of %v", nodes), 3*time.Minute, func() (bool, string) {
 		l, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodejoin-controller"})
 		if err != nil {
 			return false, err.Error()
 		}
+		pods = map[string]*corev1.Pod{}
 		var states []string
 		for i := range l.Items {
 			p := &l.Items[i]
-			states = append(states, p.Name+"="+string(p.Status.Phase))
+			states = append(states, p.Name+"@"+p.Spec.NodeName+"="+string(p.Status.Phase))
 			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil && len(l.Items) == 1 {
-					pod = p
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil && (gone == nil || p.Name != gone.Name) {
+					pods[p.Spec.NodeName] = p
 				}
 			}
 		}
-		return pod != nil, fmt.Sprint(states)
+		for _, n := range nodes {
+			if pods[n] == nil {
+				return false, fmt.Sprint(states)
+			}
+		}
+		return len(l.Items) == len(nodes), fmt.Sprint(states)
 	})
-	if pod.Spec.NodeName != node {
-		c.t.Errorf("pod %s runs on %s, want the control-plane node %s", pod.Name, pod.Spec.NodeName, node)
-	}
-	return pod
+	return pods
+}
+
+// leader is the pod of pods that holds the controller's Lease.
+func (c *cli) leader(ctx context.Context, kubeconfig string, client kubernetes.Interface, pods map[string]*corev1.Pod) *corev1.Pod {
+	c.t.Helper()
+	var leader *corev1.Pod
+	c.poll(kubeconfig, "the Lease kube-system/nodejoin-controller held by a replica", 2*time.Minute, func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "nodejoin-controller", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		for _, p := range pods {
+			if holder == p.Name || strings.HasPrefix(holder, p.Name+"_") {
+				leader = p
+			}
+		}
+		return leader != nil, "held by " + holder
+	})
+	return leader
 }
 
 // servingCSRs are the kubelet-serving CSRs of l.

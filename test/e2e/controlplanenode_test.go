@@ -33,24 +33,32 @@ import (
 func TestControlPlaneNode(t *testing.T) {
 	start := time.Now()
 	name := "e2e-cpnode"
-	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-node", "--nodes", "1")
+	c, kubeconfig, ifaces := upCluster(t, name, "--control-plane-nodes", "2", "--nodes", "1")
 	t.Logf("up --control-plane-node took %s", time.Since(start).Round(time.Second))
 	ctx := t.Context()
 	client, _ := adminClient(t, kubeconfig)
 	nodeName := name + "-control-plane"
-	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("control-plane Node %s: %v", nodeName, err)
-	}
-	if !nodeReady(node) {
-		t.Errorf("node %s is not Ready: %+v", node.Name, node.Status.Conditions)
-	}
-	if v, ok := node.Labels[controlplane.ControlPlaneRoleLabel]; !ok || v != "" {
-		t.Errorf("labels %v: want %s", node.Labels, controlplane.ControlPlaneRoleLabel)
-	}
-	for _, want := range []corev1.Taint{controlplane.ControlPlaneTaint, cpnode.HostNetworkOnlyTaint} {
-		if !slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == want.Key && taint.Effect == want.Effect }) {
-			t.Errorf("taints %v: want %s:%s", node.Spec.Taints, want.Key, want.Effect)
+	// The second runs in a namespace of its own, at the VPC's reserved address.
+	cpNodes := []string{nodeName, nodeName + "-2"}
+	for i, n := range cpNodes {
+		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("control-plane Node %s: %v", n, err)
+		}
+		if !nodeReady(node) {
+			t.Errorf("node %s is not Ready: %+v", node.Name, node.Status.Conditions)
+		}
+		if v, ok := node.Labels[controlplane.ControlPlaneRoleLabel]; !ok || v != "" {
+			t.Errorf("%s: labels %v: want %s", n, node.Labels, controlplane.ControlPlaneRoleLabel)
+		}
+		for _, want := range []corev1.Taint{controlplane.ControlPlaneTaint, cpnode.HostNetworkOnlyTaint} {
+			if !slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == want.Key && taint.Effect == want.Effect }) {
+				t.Errorf("%s: taints %v: want %s:%s", n, node.Spec.Taints, want.Key, want.Effect)
+			}
+		}
+		want := []string{"198.18.0.1", "198.18.0.3"}[i]
+		if !slices.ContainsFunc(node.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Type == corev1.NodeInternalIP && a.Address == want }) {
+			t.Errorf("%s: addresses %v: want InternalIP %s", n, node.Status.Addresses, want)
 		}
 	}
 
@@ -160,7 +168,7 @@ func TestControlPlaneNode(t *testing.T) {
 		}
 	}
 
-	assertWorkersAuthenticatedByPods(t, client, nodeName)
+	assertWorkersAuthenticatedByPods(t, client, cpNodes)
 
 	c.run("down", "--name", name)
 	c.assertNothingLeft(name, ifaces)
@@ -168,10 +176,9 @@ func TestControlPlaneNode(t *testing.T) {
 }
 
 // assertWorkersAuthenticatedByPods checks that the workers joined through the deployed
-// controller: its pod on the control-plane node accepted their IAM tokens (kube-apiserver
-// calls the webhook at the node's address, which the pod could not bind if another
-// process served reviews there).
-func assertWorkersAuthenticatedByPods(t *testing.T, client kubernetes.Interface, cpNode string) {
+// controller: a replica runs on each control-plane node, and its pods accepted the
+// workers' IAM tokens (kube-apiserver calls the webhook through its Service).
+func assertWorkersAuthenticatedByPods(t *testing.T, client kubernetes.Interface, cpNodes []string) {
 	t.Helper()
 	ctx := t.Context()
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -180,7 +187,7 @@ func assertWorkersAuthenticatedByPods(t *testing.T, client kubernetes.Interface,
 	}
 	var workers []string
 	for _, n := range nodes.Items {
-		if n.Name != cpNode {
+		if !slices.Contains(cpNodes, n.Name) {
 			workers = append(workers, n.Name)
 		}
 	}
@@ -192,15 +199,20 @@ func assertWorkersAuthenticatedByPods(t *testing.T, client kubernetes.Interface,
 		t.Fatal(err)
 	}
 	var logs strings.Builder
+	placed := map[string]bool{}
 	for _, p := range pods.Items {
-		if p.Spec.NodeName != cpNode {
-			t.Errorf("controller pod %s runs on %s, not on the control-plane node", p.Name, p.Spec.NodeName)
+		if !slices.Contains(cpNodes, p.Spec.NodeName) {
+			t.Errorf("controller pod %s runs on %s, not on a control-plane node", p.Name, p.Spec.NodeName)
 		}
+		placed[p.Spec.NodeName] = true
 		b, err := client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			t.Fatalf("logs of %s: %v", p.Name, err)
 		}
 		logs.Write(b)
+	}
+	if len(placed) != len(cpNodes) {
+		t.Errorf("controller pods run on %v: want one on each of %v", placed, cpNodes)
 	}
 	if !strings.Contains(logs.String(), "serving token reviews") {
 		t.Errorf("no controller pod serves token reviews:\n%s", logs.String())

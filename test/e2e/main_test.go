@@ -29,8 +29,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// instanceNS is the tail nodejoin gives an instance's namespace after its cluster's name.
-var instanceNS = regexp.MustCompile(`-i-[0-9a-f]{8,17}$`)
+// instanceNS is the tail nodejoin gives an instance's namespace, or a further
+// control-plane node's, after its cluster's name.
+var instanceNS = regexp.MustCompile(`-(i-[0-9a-f]{8,17}|cp-[0-9]+)$`)
 
 // leftoverClusters names this suite's clusters ("e2e-…") that the host still holds
 // network namespaces or instance roots of.

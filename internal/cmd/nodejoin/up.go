@@ -22,18 +22,19 @@ type upOptions struct {
 	name  string
 	nodes sandbox.NodeOptions
 	// nodeGroupKubelet plays the kubelets of node groups' instances.
-	nodeGroupKubelet instance.KubeletKind
-	instanceLimit    int
-	dhcpDomain       string
-	certLifetime     time.Duration
-	controlPlaneNode bool
-	detach           bool
-	network          string
-	nodeCIDR         string
-	serviceCIDR      string
-	apiPort          int
-	binDir           string
-	output           printer.Format
+	nodeGroupKubelet  instance.KubeletKind
+	instanceLimit     int
+	dhcpDomain        string
+	certLifetime      time.Duration
+	controlPlaneNode  bool
+	controlPlaneNodes int
+	detach            bool
+	network           string
+	nodeCIDR          string
+	serviceCIDR       string
+	apiPort           int
+	binDir            string
+	output            printer.Format
 	// readyFD is set in the background process that `up --detach` starts: it reports
 	// progress on this descriptor and closes it once the cluster is ready.
 	readyFD int
@@ -78,6 +79,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.dhcpDomain, "dhcp-domain", "", "domain-name of the local VPC's DHCP options, such as corp.example: instance metadata (local-hostname) then names instances ip-A-B-C-D.DOMAIN while EC2's private DNS name, which names the nodes, stays as it is")
 	f.DurationVar(&o.certLifetime, "cert-lifetime", 0, "lifetime of the kubelets' client and serving certificates (default: the controller's, a day and a year); a few minutes, to watch kubelets renew them")
 	f.BoolVar(&o.controlPlaneNode, "control-plane-node", false, "experimental: also run a control-plane node (a real kubelet in the control plane's namespace, labelled and tainted node-role.kubernetes.io/control-plane, joined with a certificate from the cluster CA as kubeadm joins its first node); root and --network namespace")
+	f.IntVar(&o.controlPlaneNodes, "control-plane-nodes", 0, "how many control-plane nodes to run (1 or 2; implies --control-plane-node): with 2 the controller's chart runs a replica on each, and kube-apiserver calls their token webhook through its Service")
 	f.DurationVar(&o.nodes.Timeout, "node-timeout", 0, "how long nodes may take to become Ready (default 5m, more for many nodes)")
 	f.BoolVar(&o.detach, "detach", false, "return once the cluster is ready and leave it running in the background")
 	f.StringVar(&o.network, "network", "", `where the control plane listens: "namespace" (a network namespace of its own; root only, the default as root) or "loopback"`)
@@ -111,11 +113,12 @@ func (o *upOptions) sandboxOptions() (sandbox.Options, error) {
 		Nodes:       o.nodes,
 		Control:     true,
 		// Node groups' instances, launched by the local cloud's Auto Scaling.
-		NodeGroupKubelet: o.nodeGroupKubelet,
-		InstanceLimit:    o.instanceLimit,
-		DHCPDomainName:   o.dhcpDomain,
-		CertLifetime:     o.certLifetime,
-		ControlPlaneNode: o.controlPlaneNode,
+		NodeGroupKubelet:  o.nodeGroupKubelet,
+		InstanceLimit:     o.instanceLimit,
+		DHCPDomainName:    o.dhcpDomain,
+		CertLifetime:      o.certLifetime,
+		ControlPlaneNode:  o.controlPlaneNode || o.controlPlaneNodes > 0,
+		ControlPlaneNodes: o.controlPlaneNodes,
 	}, nil
 }
 

@@ -4,6 +4,8 @@
 // control-plane nodes are. It is where the cluster's own controllers can run as pods
 // (nodejoin-controller's chart places them on control-plane nodes), and its kube-proxy
 // programs the cluster namespace so that kube-apiserver reaches Service ClusterIPs.
+// A second node (Config.Index 1) runs in a namespace of its own, joined to the
+// cluster bridge as an instance is, so that two replicas can use the same host ports.
 //
 // The node joins once, with a client certificate the cluster CA issues directly
 // (controlplane.Cluster.WriteControlPlaneKubelet: the one first bootstrap, as
@@ -53,6 +55,11 @@ var HostNetworkOnlyTaint = corev1.Taint{Key: "nodejoin.io/host-network-only", Ef
 type Config struct {
 	// Cluster is the running control plane; it must run in a network namespace.
 	Cluster *controlplane.Cluster
+	// Index is the node's place among the cluster's control-plane nodes (from 0, fewer
+	// than controlplane.MaxControlPlaneNodes). The first runs in the cluster namespace
+	// at the bridge address; another runs in a namespace of its own, joined to the
+	// bridge as an instance is, at controlplane.Options.ControlPlaneNodeAddr.
+	Index int
 	// NodeName is the Node's name. Default "<cluster>-control-plane".
 	NodeName string
 	// Root is the node's file system root. Default instance.RootBase(cluster)/control-plane.
@@ -72,6 +79,7 @@ type Config struct {
 type Node struct {
 	cfg        Config
 	ns         netns.NS
+	addr       netip.Addr
 	cgroupRoot string
 }
 
@@ -86,14 +94,17 @@ func (c *Config) complete() error {
 		return errors.New("a control-plane node needs the cluster's network namespace (run as root with --network namespace)")
 	}
 	name := c.Cluster.Name()
+	if c.Index < 0 || c.Index >= controlplane.MaxControlPlaneNodes {
+		return fmt.Errorf("control-plane node %d: a cluster has %d at most", c.Index+1, controlplane.MaxControlPlaneNodes)
+	}
 	if c.NodeName == "" {
-		c.NodeName = defaultNodeName(name)
+		c.NodeName = defaultNodeName(name, c.Index)
 	}
 	if err := controlplane.ValidNodeName(c.NodeName); err != nil {
 		return err
 	}
 	if c.Root == "" {
-		c.Root = filepath.Join(instance.RootBase(name), "control-plane")
+		c.Root = filepath.Join(instance.RootBase(name), rootName(c.Index))
 	}
 	if c.KubeletPath == "" || c.ContainerdPath == "" {
 		return errors.New("a control-plane node needs the kubelet and containerd binaries")
@@ -120,20 +131,34 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if _, err := os.Stat(cfg.Root); err == nil {
 		return nil, fmt.Errorf("control-plane node root %s exists already (left by an earlier cluster? remove it with `nodejoin down --name %s`)", cfg.Root, cfg.Cluster.Name())
 	}
-	n = &Node{cfg: cfg, ns: cfg.Cluster.Namespace(), cgroupRoot: cgroupRoot(cfg.Cluster.Name())}
+	opts := cfg.Cluster.Options()
+	addr, err := opts.ControlPlaneNodeAddr(cfg.Index)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, ns: cfg.Cluster.Namespace(), addr: addr, cgroupRoot: cgroupRoot(cfg.Cluster.Name(), cfg.Index)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("control-plane node %s: %w", cfg.NodeName, err), n.Stop(context.WithoutCancel(ctx)))
 		}
 	}()
+	if cfg.Index > 0 {
+		if n.ns, err = n.joinBridge(ctx); err != nil {
+			return n, err
+		}
+	}
 	if err := n.writeFiles(ctx); err != nil {
 		return n, err
 	}
 	if err := n.importImages(ctx); err != nil {
 		return n, err
 	}
-	if err := n.routeServices(ctx); err != nil {
-		return n, err
+	if cfg.Index == 0 {
+		// A further node's default route is the bridge's, which the service range
+		// takes too.
+		if err := n.routeServices(ctx); err != nil {
+			return n, err
+		}
 	}
 	if err := instance.CreateCgroup(n.cgroupRoot); err != nil {
 		return n, err
@@ -215,7 +240,8 @@ type site struct {
 	Name, Endpoint        string
 	CAPEM                 []byte
 	ServiceCIDR, NodeCIDR netip.Prefix
-	Bridge                netip.Addr
+	// Addr is the node's address.
+	Addr netip.Addr
 }
 
 // render renders the node's files as nodeadm would for an instance of this name and
@@ -227,7 +253,7 @@ func (s site) render(cfg *Config, cgroupRoot, version string) (*bootstrap.Render
 	}
 	md := &bootstrap.Metadata{
 		InstanceID: "control-plane", InstanceType: "m5.large", Region: cfg.Region, AvailabilityZone: cfg.Zone,
-		LocalIPv4: s.Bridge.String(), PrivateDNSName: cfg.NodeName, LocalHostname: cfg.NodeName,
+		LocalIPv4: s.Addr.String(), PrivateDNSName: cfg.NodeName, LocalHostname: cfg.NodeName,
 		VPCIPv4CIDRs: []string{s.NodeCIDR.Masked().String()},
 	}
 	rendered, err := bootstrap.Render(nc, md, bootstrap.Options{
@@ -259,7 +285,7 @@ func (n *Node) writeFiles(ctx context.Context) error {
 		return err
 	}
 	opts := c.Options()
-	st := site{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR, NodeCIDR: opts.NodeCIDR, Bridge: opts.BridgeAddr()}
+	st := site{Name: c.Name(), Endpoint: c.InternalEndpoint(), CAPEM: caPEM, ServiceCIDR: opts.ServiceCIDR, NodeCIDR: opts.NodeCIDR, Addr: n.addr}
 	ans, err := bootstrap.KubeletVersion(ctx, n.cfg.KubeletPath, "")
 	if err != nil {
 		return err
@@ -278,7 +304,7 @@ func (n *Node) writeFiles(ctx context.Context) error {
 		// No controller approves this node's serving CSR (it is no instance of the
 		// inventory): its first serving certificate comes from the CA too.
 		ServingCertPath: filepath.Join(root, "var/lib/kubelet/pki/kubelet-server-current.pem"),
-		Addresses:       []netip.Addr{st.Bridge},
+		Addresses:       []netip.Addr{st.Addr},
 	}); err != nil {
 		return err
 	}
@@ -412,6 +438,10 @@ func (n *Node) wait(ctx context.Context, what string, cond wait.ConditionWithCon
 // the node's root and cgroup, and the service route. The Node object stays.
 func (n *Node) Stop(ctx context.Context) error {
 	err := cleanup(n.cfg.Root, n.cgroupRoot, n.cfg.NodeName)
+	if n.cfg.Index > 0 {
+		// The veth pair goes with the namespace.
+		return errors.Join(err, netns.Delete(ctx, nsName(n.cfg.Cluster.Name(), n.cfg.Index)))
+	}
 	if n.ns.Exists() {
 		opts := n.cfg.Cluster.Options()
 		_ = n.ns.IP(ctx, "route", "del", opts.ServiceCIDR.Masked().String(), "dev", controlplane.BridgeName)
@@ -424,12 +454,32 @@ func (n *Node) Stop(ctx context.Context) error {
 // crashed or was killed; nothing when it has none. The cluster namespace, with the
 // service route, goes with the control plane.
 func Cleanup(cluster string) error {
-	return cleanup(filepath.Join(instance.RootBase(cluster), "control-plane"), cgroupRoot(cluster), defaultNodeName(cluster))
+	var errs []error
+	for i := range controlplane.MaxControlPlaneNodes {
+		errs = append(errs, cleanup(filepath.Join(instance.RootBase(cluster), rootName(i)), cgroupRoot(cluster, i), defaultNodeName(cluster, i)))
+		if i > 0 {
+			errs = append(errs, netns.Delete(context.Background(), nsName(cluster, i)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
-func defaultNodeName(cluster string) string { return cluster + "-control-plane" }
+// suffix tells control-plane node i from the first: "", "-2", ...
+func suffix(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return "-" + strconv.Itoa(i+1)
+}
 
-func cgroupRoot(cluster string) string { return "/nodejoin/" + cluster + "/control-plane" }
+func defaultNodeName(cluster string, i int) string { return cluster + "-control-plane" + suffix(i) }
+
+func rootName(i int) string { return "control-plane" + suffix(i) }
+
+func cgroupRoot(cluster string, i int) string { return "/nodejoin/" + cluster + "/" + rootName(i) }
+
+// nsName is the namespace of control-plane node i > 0; the first's is the cluster's.
+func nsName(cluster string, i int) string { return "nodejoin-" + cluster + "-cp" + suffix(i) }
 
 func cleanup(root, cgroup, nodeName string) error {
 	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
@@ -464,8 +514,20 @@ func cleanup(root, cgroup, nodeName string) error {
 	return nil
 }
 
-// Bridge is the node's address: the bridge's in the cluster namespace.
-func (n *Node) Bridge() netip.Addr {
-	opts := n.cfg.Cluster.Options()
-	return opts.BridgeAddr()
+// Addr is the node's address: the bridge's in the cluster namespace for the first.
+func (n *Node) Addr() netip.Addr { return n.addr }
+
+// joinBridge creates the namespace of a further node and joins it to the cluster
+// bridge, as an instance's eth0 is, with a fixed locally administered MAC.
+func (n *Node) joinBridge(ctx context.Context) (netns.NS, error) {
+	c := n.cfg.Cluster
+	opts := c.Options()
+	ns, err := netns.Create(ctx, nsName(c.Name(), n.cfg.Index))
+	if err != nil {
+		return ns, err
+	}
+	a := n.addr.As4()
+	port := instance.BridgePort{ClusterNS: c.Namespace(), Bridge: controlplane.BridgeName, Name: "njcp" + strconv.Itoa(n.cfg.Index+1),
+		MAC: fmt.Sprintf("02:6e:6a:%02x:%02x:%02x", a[1], a[2], a[3]), Addr: netip.PrefixFrom(n.addr, opts.NodeCIDR.Bits()), Gateway: opts.BridgeAddr()}
+	return ns, port.Attach(ctx, ns)
 }

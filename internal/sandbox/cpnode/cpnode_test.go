@@ -18,7 +18,7 @@ func TestRenderedKubelet(t *testing.T) {
 	root := t.TempDir()
 	cfg := Config{NodeName: "demo-control-plane", Root: root, Region: "us-west-2", Zone: "us-west-2a"}
 	s := site{Name: "demo", Endpoint: "https://198.18.0.1:6443", CAPEM: []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"),
-		ServiceCIDR: netip.MustParsePrefix("10.100.0.0/16"), NodeCIDR: netip.MustParsePrefix("198.18.0.0/16"), Bridge: netip.MustParseAddr("198.18.0.1")}
+		ServiceCIDR: netip.MustParsePrefix("10.100.0.0/16"), NodeCIDR: netip.MustParsePrefix("198.18.0.0/16"), Addr: netip.MustParseAddr("198.18.0.1")}
 	r, err := s.render(&cfg, "/nodejoin/demo/control-plane", "v1.37.1")
 	if err != nil {
 		t.Fatal(err)
@@ -59,5 +59,36 @@ func TestRenderedKubelet(t *testing.T) {
 	}
 	if !slices.ContainsFunc(r.Files, func(f bootstrap.File) bool { return f.Path == "/etc/kubernetes/pki/ca.crt" }) {
 		t.Error("the cluster CA is not among the node's files")
+	}
+}
+
+// Each control-plane node has its own name, root, cgroup and (past the first, which is
+// the cluster namespace's) namespace, so that `down` and a crashed start's cleanup
+// find every one and the first's paths are never a prefix match of the second's.
+func TestNodesAreNamedApart(t *testing.T) {
+	for _, tt := range []struct {
+		i                        int
+		node, root, cgroup, nsNm string
+	}{
+		{0, "demo-control-plane", "control-plane", "/nodejoin/demo/control-plane", ""},
+		{1, "demo-control-plane-2", "control-plane-2", "/nodejoin/demo/control-plane-2", "nodejoin-demo-cp-2"},
+	} {
+		if got := defaultNodeName("demo", tt.i); got != tt.node {
+			t.Errorf("node %d: name %q, want %q", tt.i, got, tt.node)
+		}
+		if got := rootName(tt.i); got != tt.root {
+			t.Errorf("node %d: root %q, want %q", tt.i, got, tt.root)
+		}
+		if got := cgroupRoot("demo", tt.i); got != tt.cgroup {
+			t.Errorf("node %d: cgroup %q, want %q", tt.i, got, tt.cgroup)
+		}
+		if tt.i > 0 {
+			if got := nsName("demo", tt.i); got != tt.nsNm {
+				t.Errorf("node %d: namespace %q, want %q", tt.i, got, tt.nsNm)
+			}
+		}
+	}
+	if err := (&Config{}).complete(); err == nil {
+		t.Error("a node without a cluster was accepted")
 	}
 }

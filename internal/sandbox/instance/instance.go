@@ -199,26 +199,45 @@ func (inst *Instance) setupNetwork(ctx context.Context, mac string) error {
 		return err
 	}
 	addr := netip.MustParseAddr(inst.IP)
-	veth := vethName(p.cfg.NodeCIDR, addr)
-	cns := p.cfg.ClusterNS
-	if err := cns.IP(ctx, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns.Name); err != nil {
+	port := BridgePort{ClusterNS: p.cfg.ClusterNS, Bridge: p.cfg.Bridge, Name: vethName(p.cfg.NodeCIDR, addr), MAC: mac,
+		Addr: netip.PrefixFrom(addr, p.cfg.NodeCIDR.Bits()), Gateway: p.cfg.Gateway}
+	if err := port.Attach(ctx, ns); err != nil {
 		return err
 	}
-	steps := [][]string{
-		{"link", "set", "eth0", "address", mac},
-		{"addr", "add", netip.PrefixFrom(addr, p.cfg.NodeCIDR.Bits()).String(), "dev", "eth0"},
+	return ns.IP(ctx, "addr", "add", imdsAddr.Addr().String()+"/32", "dev", "lo")
+}
+
+// BridgePort is a host's primary interface on the cluster bridge (the VPC), as an
+// instance's eth0 is: a veth pair whose bridge side Name is a port of Bridge in
+// ClusterNS, and whose other side is eth0 of the host's namespace, holding MAC and
+// Addr, with its default route through Gateway (the VPC router).
+type BridgePort struct {
+	ClusterNS netns.NS
+	Bridge    string
+	Name, MAC string
+	Addr      netip.Prefix
+	Gateway   netip.Addr
+}
+
+// Attach creates the pair into ns and joins it to the bridge: the VPC router answers
+// ARP for the address and forwards to the pinned MAC.
+func (b BridgePort) Attach(ctx context.Context, ns netns.NS) error {
+	cns := b.ClusterNS
+	if err := cns.IP(ctx, "link", "add", b.Name, "type", "veth", "peer", "name", "eth0", "netns", ns.Name); err != nil {
+		return err
+	}
+	if err := joinBridge(ctx, cns, b.Bridge, b.Name, b.MAC); err != nil {
+		return err
+	}
+	if err := addNeighbours(ctx, cns, b.Bridge, b.MAC, []string{b.Addr.Addr().String()}); err != nil {
+		return err
+	}
+	for _, s := range [][]string{
+		{"link", "set", "eth0", "address", b.MAC},
+		{"addr", "add", b.Addr.String(), "dev", "eth0"},
 		{"link", "set", "eth0", "up"},
-		{"route", "add", "default", "via", p.cfg.Gateway.String()},
-		{"addr", "add", imdsAddr.Addr().String() + "/32", "dev", "lo"},
-	}
-	// eth0 is the primary interface's port: the VPC router answers ARP for its address.
-	if err := p.joinBridge(ctx, veth, mac); err != nil {
-		return err
-	}
-	if err := p.addNeighbours(ctx, mac, []string{inst.IP}); err != nil {
-		return err
-	}
-	for _, s := range steps {
+		{"route", "add", "default", "via", b.Gateway.String()},
+	} {
 		if err := ns.IP(ctx, s...); err != nil {
 			return err
 		}

@@ -118,8 +118,11 @@ func (p *Provider) AddressesUnassigned(ctx context.Context, nic localaws.Network
 // joinBridge puts a port on the cluster bridge: up, answering ARP from the VPC's
 // entries, with the interface's MAC pinned to it.
 func (p *Provider) joinBridge(ctx context.Context, port, mac string) error {
-	cns := p.cfg.ClusterNS
-	if err := cns.IP(ctx, "link", "set", port, "master", p.cfg.Bridge, "up"); err != nil {
+	return joinBridge(ctx, p.cfg.ClusterNS, p.cfg.Bridge, port, mac)
+}
+
+func joinBridge(ctx context.Context, cns netns.NS, bridge, port, mac string) error {
+	if err := cns.IP(ctx, "link", "set", port, "master", bridge, "up"); err != nil {
 		return err
 	}
 	if err := cns.IP(ctx, "link", "set", "dev", port, "type", "bridge_slave", "proxy_arp", "on"); err != nil {
@@ -129,8 +132,12 @@ func (p *Provider) joinBridge(ctx context.Context, port, mac string) error {
 }
 
 func (p *Provider) addNeighbours(ctx context.Context, mac string, addrs []string) error {
+	return addNeighbours(ctx, p.cfg.ClusterNS, p.cfg.Bridge, mac, addrs)
+}
+
+func addNeighbours(ctx context.Context, cns netns.NS, bridge, mac string, addrs []string) error {
 	for _, a := range addrs {
-		if err := p.cfg.ClusterNS.IP(ctx, "neigh", "replace", a, "lladdr", mac, "dev", p.cfg.Bridge, "nud", "permanent"); err != nil {
+		if err := cns.IP(ctx, "neigh", "replace", a, "lladdr", mac, "dev", bridge, "nud", "permanent"); err != nil {
 			return err
 		}
 	}
