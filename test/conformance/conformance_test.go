@@ -400,16 +400,16 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	})
 
 	if len(names) == 0 { // -focus=all: e2e.test's own summary and exit status are the result
-		if _, runErr := runE2E(t, l, nil, kubeconfig, kubectl, out, timeout); runErr != nil {
+		if _, runErr := runE2E(t, l, nil, kubeconfig, kubectl, out, timeout, *procs); runErr != nil {
 			t.Errorf("e2e.test: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
 		}
 		return
 	}
-	r, runErr := runE2E(t, l, names, kubeconfig, kubectl, out, timeout)
+	r, runErr := runE2E(t, l, names, kubeconfig, kubectl, out, timeout, *procs)
 	if runErr != nil && len(r.Failed) == 0 {
 		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
 	}
-	// A failure is run once more, alone (one process), on the same cluster: one that
+	// A failure is run once more, in one process, on the same cluster: one that
 	// passes then is reported as flaky, with its first failure, not counted as passed
 	// silently; one that fails again is a failure.
 	if *rerun && len(r.Failed) > 0 {
@@ -418,7 +418,7 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 			t.Fatal(err)
 		}
 		t.Logf("running the %d failed test(s) once more", len(r.Failed))
-		second, _ := runE2E(t, l, r.Failed, kubeconfig, kubectl, again, timeout)
+		second, _ := runE2E(t, l, r.Failed, kubeconfig, kubectl, again, timeout, 1)
 		r = Rerun(r, second)
 	}
 	summary := fmt.Sprintf("conformance: %s (JUnit and log in %s)\n", r, out)
@@ -442,10 +442,10 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 }
 
 // runE2E runs e2e.test on the named tests (every conformance test but the skipped ones
-// when names is empty), in -procs parallel processes through bin/ginkgo when above one,
+// when names is empty), in procs parallel processes through bin/ginkgo when above one,
 // with its log in out/e2e.log and its JUnit report in out, and returns the named tests'
 // outcome and e2e.test's exit error.
-func runE2E(t *testing.T, l *List, names []string, kubeconfig, kubectl, out, timeout string) (Result, error) {
+func runE2E(t *testing.T, l *List, names []string, kubeconfig, kubectl, out, timeout string, procs int) (Result, error) {
 	t.Helper()
 	logPath := filepath.Join(out, "e2e.log")
 	logFile, err := os.Create(logPath)
@@ -460,12 +460,12 @@ func runE2E(t *testing.T, l *List, names []string, kubeconfig, kubectl, out, tim
 	e2e := e2eTest(t)
 	args := l.Args(names, kubeconfig, kubectl, out, timeout)
 	cmd := exec.CommandContext(t.Context(), e2e, args...)
-	if *procs > 1 {
+	if procs > 1 {
 		ginkgo, err := toolbin.Find(toolbin.Dir(), "ginkgo")
 		if err != nil {
-			t.Fatalf("-procs %d needs bin/ginkgo: %v (make tools)", *procs, err)
+			t.Fatalf("-procs %d needs bin/ginkgo: %v (make tools)", procs, err)
 		}
-		cmd = exec.CommandContext(t.Context(), ginkgo, GinkgoArgs(e2e, *procs, args)...)
+		cmd = exec.CommandContext(t.Context(), ginkgo, GinkgoArgs(e2e, procs, args)...)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	t.Logf("running %d test(s): %s", len(names), strings.Join(cmd.Args, " "))
