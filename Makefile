@@ -65,11 +65,13 @@ CONFORMANCE_FOCUS ?= list
 # With CONFORMANCE_FOCUS=all, a chunk of the suite: the tests whose name matches this Go
 # regular expression.
 CONFORMANCE_MATCH ?=
+# e2e.test processes in parallel (through bin/ginkgo; [Serial] tests run last, alone).
+CONFORMANCE_PROCS ?= 1
 ARTIFACTS ?= $(CURDIR)/_artifacts/conformance
 
 .PHONY: conformance
 conformance: deps tools build ## Run upstream conformance tests (test/conformance/focus.yaml) on a fresh 2-node cluster; prints passed/failed/skipped
-	$(GO) test -count=1 -v -timeout 4h -run '^TestConformance$$' ./test/conformance -args -conformance -focus=$(CONFORMANCE_FOCUS) -match='$(CONFORMANCE_MATCH)' -artifacts=$(ARTIFACTS)
+	$(GO) test -count=1 -v -timeout 4h -run '^TestConformance$$' ./test/conformance -args -conformance -focus=$(CONFORMANCE_FOCUS) -match='$(CONFORMANCE_MATCH)' -procs=$(CONFORMANCE_PROCS) -artifacts=$(ARTIFACTS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz every decoder: FUZZTIME each (default 20000x inputs; or a duration such as 5m)

@@ -144,13 +144,14 @@ func buildSampleAPIServer(ctx context.Context, root, out string) error {
 }
 
 // busyboxLayer is the busybox image's only layer: the base of the images upstream builds
-// on busybox (nonewprivs) and the shell of the nginx images.
+// on busybox (nonewprivs) and the shell of the nginx images. Its applets are all in /bin,
+// as in upstream's busybox image.
 func (b *builder) busyboxLayer() (*imagebuild.Layer, error) {
-	l, err := b.setLayer("busybox", "busybox-static (Debian bookworm) with its applet links")
+	l, err := b.setLayer("busybox", "busybox-static (Debian bookworm) with its applet links in /bin")
 	if err != nil {
 		return nil, err
 	}
-	if err := b.busyboxApplets(l); err != nil {
+	if err := b.busyboxApplets(l, true); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "", "")

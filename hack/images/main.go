@@ -47,7 +47,7 @@ import (
 
 // builderVersion changes whenever this program lays out an image differently, so that
 // cached archives of the old layout are not reused.
-const builderVersion = "2"
+const builderVersion = "4"
 
 // The nodejoin-netagent image: its name and layout are the ones aws-node's DaemonSet
 // uses (internal/addons; main_test.go checks they agree).
@@ -343,10 +343,8 @@ func (b *builder) setLayer(set, comment string) (*imagebuild.Layer, error) {
 	return l, nil
 }
 
-// busyboxApplets links every busybox applet to /bin/busybox, except where the layer
-// already has a command of that name in one of the PATH directories (nc stays
-// netcat-openbsd's).
-func (b *builder) busyboxApplets(l *imagebuild.Layer) error {
+// busyboxApplets links every busybox applet to /bin/busybox (see appletPaths).
+func (b *builder) busyboxApplets(l *imagebuild.Layer, flat bool) error {
 	dir, err := b.deb(context.Background(), "busybox-static")
 	if err != nil {
 		return err
@@ -355,19 +353,38 @@ func (b *builder) busyboxApplets(l *imagebuild.Layer) error {
 	if err != nil {
 		return fmt.Errorf("listing busybox applets: %w", err)
 	}
-	for _, applet := range strings.Fields(string(out)) {
+	for _, p := range appletPaths(strings.Fields(string(out)), flat, l.Has) {
+		l.Symlink(p, "/bin/busybox")
+	}
+	return nil
+}
+
+// appletPaths returns where the applets of `busybox --list-full` are linked: at the paths
+// Debian gives them and, flat, in /bin as well, where upstream's busybox image has every
+// applet (conformance tests run /bin/sysctl, which Debian puts in /sbin). An applet is
+// left out where the layer already has a command of its name in a PATH directory (has):
+// nc stays netcat-openbsd's.
+func appletPaths(applets []string, flat bool, has func(string) bool) []string {
+	var paths []string
+	seen := map[string]bool{}
+	for _, applet := range applets {
 		base := path.Base(applet)
-		taken := false
+		taken := seen[base]
 		for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin"} {
-			if l.Has(path.Join(d, base)) {
+			if has(path.Join(d, base)) {
 				taken = true
 			}
 		}
-		if !taken {
-			l.Symlink(applet, "/bin/busybox")
+		if taken {
+			continue
+		}
+		seen[base] = true
+		paths = append(paths, applet)
+		if flat && path.Dir(applet) != "bin" {
+			paths = append(paths, path.Join("bin", base))
 		}
 	}
-	return nil
+	return paths
 }
 
 // baseFiles are what a root filesystem needs beyond its packages: users and groups
@@ -537,7 +554,7 @@ func (b *builder) userland() (*imagebuild.Layer, error) {
 	// would run busybox's nc instead of netcat-openbsd's.
 	l.Symlink("bin/nc", "nc.openbsd")
 	l.Symlink("bin/sh", "dash")
-	if err := b.busyboxApplets(l); err != nil {
+	if err := b.busyboxApplets(l, false); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "user-defined-in-image:x:1000:50000::/home/user-defined-in-image:/bin/sh\n", "group-defined-in-image:x:50000:user-defined-in-image\n")

@@ -155,12 +155,53 @@ func (l *List) SkipRegexp() string {
 // Result holds the outcome of each test of a run, by name.
 type Result struct {
 	Passed, Failed, Skipped []string
+	// Flaky are the tests that failed, then passed when run again (see Rerun); they are
+	// among Passed, and their first failure stays in Failures.
+	Flaky []string
 	// Failures maps a failed test to the failure message of the report.
 	Failures map[string]string
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d passed, %d failed, %d skipped", len(r.Passed), len(r.Failed), len(r.Skipped))
+	s := fmt.Sprintf("%d passed, %d failed, %d skipped", len(r.Passed), len(r.Failed), len(r.Skipped))
+	if len(r.Flaky) > 0 {
+		s += fmt.Sprintf(" (%d of the passed flaky: failed, then passed on the rerun)", len(r.Flaky))
+	}
+	return s
+}
+
+// Rerun merges the result of running first's failed tests once more: a test that passes
+// the second time moves to Passed and is listed in Flaky, never hidden; one that fails
+// again stays failed, with its second failure; one the rerun skipped stays failed.
+func Rerun(first, second Result) Result {
+	passed := map[string]bool{}
+	for _, n := range second.Passed {
+		passed[n] = true
+	}
+	r := Result{
+		Passed:   slices.Clone(first.Passed),
+		Skipped:  slices.Clone(first.Skipped),
+		Flaky:    slices.Clone(first.Flaky),
+		Failures: map[string]string{},
+	}
+	for _, n := range first.Failed {
+		switch {
+		case passed[n]:
+			r.Passed = append(r.Passed, n)
+			r.Flaky = append(r.Flaky, n)
+			r.Failures[n] = first.Failures[n]
+		case second.Failures[n] != "":
+			r.Failed = append(r.Failed, n)
+			r.Failures[n] = second.Failures[n]
+		default:
+			r.Failed = append(r.Failed, n)
+			r.Failures[n] = first.Failures[n]
+		}
+	}
+	sort.Strings(r.Passed)
+	sort.Strings(r.Flaky)
+	sort.Strings(r.Failed)
+	return r
 }
 
 type junitSuites struct {
@@ -282,6 +323,24 @@ func message(c junitCase) string {
 		}
 	}
 	return c.Status
+}
+
+// GinkgoArgs returns the arguments of the ginkgo CLI that runs e2e.test with args (from
+// Args) in procs parallel processes. The CLI takes the --ginkgo.* flags as its own, before
+// the binary, and passes the rest to every process after "--". Upstream marks the tests
+// that must run alone [Serial] with Ginkgo's Serial decorator: the CLI runs them last, on
+// process 1, once every parallel test is done.
+func GinkgoArgs(e2e string, procs int, args []string) []string {
+	own := []string{fmt.Sprintf("--procs=%d", procs)}
+	var rest []string
+	for _, a := range args {
+		if f, ok := strings.CutPrefix(a, "--ginkgo."); ok {
+			own = append(own, "--"+f)
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	return append(append(own, e2e, "--"), rest...)
 }
 
 // Args returns e2e.test's arguments for a run of the named tests (all conformance tests

@@ -27,6 +27,8 @@ var (
 	artifacts = flag.String("artifacts", "", "directory for the JUnit report, e2e.test's log and the cluster's logs (default: <repo>/_artifacts/<test>)")
 	timeout   = flag.String("e2e-timeout", "3h", "e2e.test's --ginkgo.timeout for TestConformance")
 	match     = flag.String("match", "", "with -focus=all, only the conformance tests whose name matches this Go regular expression (a chunk of the suite); the skip list still applies")
+	procs     = flag.Int("procs", 1, "parallel e2e.test processes (through bin/ginkgo) for TestConformance; [Serial] tests run last, alone")
+	rerun     = flag.Bool("rerun", true, "run TestConformance's failed tests once more; those that pass then are reported as flaky")
 	extraImgs = flag.String("images", "", "directory of image archives the tests need beyond the ones every node imports (default: <bin>/images/conformance); each is loaded into the cluster's nodes")
 )
 
@@ -309,7 +311,7 @@ func selectMatching(t *testing.T, l *List, expr string) []string {
 // counts, fails the test for each failed one, and removes the cluster. With extraImages it
 // loads the conformance-only images into the nodes first.
 func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string, extraImages bool) {
-	e2e := e2eTest(t)
+	e2eTest(t) // skips without bin/e2e.test, before any cluster starts
 	requireRealNodes(t)
 	bin := toolbin.Dir()
 	nodejoin, err := toolbin.Find(bin, "nodejoin")
@@ -397,38 +399,34 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 		return ok, o
 	})
 
-	logPath := filepath.Join(out, "e2e.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = logFile.Close() }()
-	var w io.Writer = logFile
-	if testing.Verbose() {
-		w = io.MultiWriter(logFile, os.Stdout)
-	}
-	cmd := exec.CommandContext(t.Context(), e2e, l.Args(names, kubeconfig, kubectl, out, timeout)...)
-	cmd.Stdout, cmd.Stderr = w, w
-	t.Logf("running %d test(s): %s", len(names), strings.Join(cmd.Args, " "))
-	runErr := cmd.Run()
-	var exit *exec.ExitError
-	if runErr != nil && !errors.As(runErr, &exit) {
-		t.Fatalf("running e2e.test: %v", runErr)
-	}
-
 	if len(names) == 0 { // -focus=all: e2e.test's own summary and exit status are the result
-		if runErr != nil {
-			t.Errorf("e2e.test: %v (see %s)", runErr, logPath)
+		if _, runErr := runE2E(t, l, nil, kubeconfig, kubectl, out, timeout, *procs); runErr != nil {
+			t.Errorf("e2e.test: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
 		}
 		return
 	}
-	r, err := ReadJUnit(filepath.Join(out, "junit_01.xml"), names)
-	if err != nil {
-		t.Fatalf("%v (e2e.test: %v; see %s)", err, runErr, logPath)
+	r, runErr := runE2E(t, l, names, kubeconfig, kubectl, out, timeout, *procs)
+	if runErr != nil && len(r.Failed) == 0 {
+		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
+	}
+	// A failure is run once more, in one process, on the same cluster: one that
+	// passes then is reported as flaky, with its first failure, not counted as passed
+	// silently; one that fails again is a failure.
+	if *rerun && len(r.Failed) > 0 {
+		again := filepath.Join(out, "rerun")
+		if err := os.MkdirAll(again, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("running the %d failed test(s) once more", len(r.Failed))
+		second, _ := runE2E(t, l, r.Failed, kubeconfig, kubectl, again, timeout, 1)
+		r = Rerun(r, second)
 	}
 	summary := fmt.Sprintf("conformance: %s (JUnit and log in %s)\n", r, out)
 	for _, n := range r.Failed {
 		summary += fmt.Sprintf("  FAILED  %s\n", n)
+	}
+	for _, n := range r.Flaky {
+		summary += fmt.Sprintf("  flaky   %s (first run: %s)\n", n, firstLine(r.Failures[n]))
 	}
 	for _, n := range r.Skipped {
 		summary += fmt.Sprintf("  skipped %s\n", n)
@@ -441,9 +439,49 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 	for _, n := range r.Failed {
 		t.Errorf("%s: %s", n, firstLine(r.Failures[n]))
 	}
-	if runErr != nil && len(r.Failed) == 0 {
-		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, logPath)
+}
+
+// runE2E runs e2e.test on the named tests (every conformance test but the skipped ones
+// when names is empty), in procs parallel processes through bin/ginkgo when above one,
+// with its log in out/e2e.log and its JUnit report in out, and returns the named tests'
+// outcome and e2e.test's exit error.
+func runE2E(t *testing.T, l *List, names []string, kubeconfig, kubectl, out, timeout string, procs int) (Result, error) {
+	t.Helper()
+	logPath := filepath.Join(out, "e2e.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer func() { _ = logFile.Close() }()
+	var w io.Writer = logFile
+	if testing.Verbose() {
+		w = io.MultiWriter(logFile, os.Stdout)
+	}
+	e2e := e2eTest(t)
+	args := l.Args(names, kubeconfig, kubectl, out, timeout)
+	cmd := exec.CommandContext(t.Context(), e2e, args...)
+	if procs > 1 {
+		ginkgo, err := toolbin.Find(toolbin.Dir(), "ginkgo")
+		if err != nil {
+			t.Fatalf("-procs %d needs bin/ginkgo: %v (make tools)", procs, err)
+		}
+		cmd = exec.CommandContext(t.Context(), ginkgo, GinkgoArgs(e2e, procs, args)...)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	t.Logf("running %d test(s): %s", len(names), strings.Join(cmd.Args, " "))
+	runErr := cmd.Run()
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		t.Fatalf("running e2e.test: %v", runErr)
+	}
+	if len(names) == 0 {
+		return Result{}, runErr
+	}
+	r, err := ReadJUnit(filepath.Join(out, "junit_01.xml"), names)
+	if err != nil {
+		t.Fatalf("%v (e2e.test: %v; see %s)", err, runErr, logPath)
+	}
+	return r, runErr
 }
 
 // loadExtraImages loads the archives of -images (default <bin>/images/conformance: the
