@@ -197,14 +197,19 @@ func ensureAWSKey(ctx context.Context, client kubernetes.Interface) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := client.CoreV1().Secrets(Namespace).Create(ctx, sec, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		_, err = client.CoreV1().Secrets(Namespace).Update(ctx, sec, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	if err := putSecret(ctx, client, sec); err != nil {
 		return fmt.Errorf("the controller's AWS key (Secret %s/%s): %w", Namespace, awsSecret, err)
 	}
 	return nil
+}
+
+// putSecret creates sec, or replaces the one an earlier start wrote.
+func putSecret(ctx context.Context, client kubernetes.Interface, sec *corev1.Secret) error {
+	_, err := client.CoreV1().Secrets(sec.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = client.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{})
+	}
+	return err
 }
 
 // writeChart writes the embedded chart under dir, replacing what an earlier start left.
@@ -216,8 +221,8 @@ func writeChart(dir string) error {
 }
 
 // ensureWebhookMaterial writes what the token webhook's pods mount: the serving
-// certificate kube-apiserver's webhook kubeconfig trusts (the cluster's, for the
-// control-plane node's address), the CA of kube-apiserver's client certificate, the
+// certificate kube-apiserver's webhook kubeconfig trusts (the cluster CA's, for the
+// webhook Service's address), the CA of kube-apiserver's client certificate, the
 // CA of the in-VPC STS and the local EC2's instance identity certificate.
 func ensureWebhookMaterial(ctx context.Context, cfg Config) error {
 	client := cfg.Client
@@ -227,12 +232,7 @@ func ensureWebhookMaterial(ctx context.Context, cfg Config) error {
 	defer cancel()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookServing, Namespace: Namespace},
 		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}}
-	if _, err := client.CoreV1().Secrets(Namespace).Create(ctx, sec, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		_, err = client.CoreV1().Secrets(Namespace).Update(ctx, sec, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("the token webhook's Secret %s/%s: %w", Namespace, webhookServing, err)
-		}
-	} else if err != nil {
+	if err := putSecret(ctx, client, sec); err != nil {
 		return fmt.Errorf("the token webhook's Secret %s/%s: %w", Namespace, webhookServing, err)
 	}
 	for name, data := range map[string]map[string]string{
