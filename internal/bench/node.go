@@ -11,11 +11,9 @@ import (
 )
 
 // A real node's join, step by step (`nodejoin bench node`): real-kubelet instances
-// launched one at a time into a running cluster, each step of each join timed from
-// what recorded it (the sandbox reads the instance's logs and files, the controller's
-// log and the API objects), and per step the median and max time since the instance
-// started and of the step's own duration. The launching and the reading are the
-// sandbox's; this file runs them in turn and sums them up.
+// launched one at a time into a running cluster (by the sandbox, through Launch), each
+// step of each join timed from what recorded it (ReadNodeJoin), and per step the
+// median and max time since the instance started and of the step's own duration.
 
 // NodeStep is one step of a join: its name and the step it follows, whose time its own
 // duration counts from ("" for the first: it counts from the instance's start).
@@ -45,12 +43,16 @@ type NodeOptions struct {
 	Cluster string
 	// Nodes is how many instances to launch, one after the other.
 	Nodes int
-	// Steps are the join's steps in order.
+	// StateDir is the cluster's state directory, where ReadNodeJoin reads its joins.
+	StateDir string
+	// Timeout is how long each node may take to become Ready (Launch's).
+	Timeout time.Duration
+	// Steps are the join's steps in order; default NodeSteps.
 	Steps []NodeStep
 	// Launch launches one instance and returns once its node is Ready, with its
 	// instance ID.
 	Launch func(ctx context.Context) (string, error)
-	// Timeline reads the join of instance id.
+	// Timeline reads the join of instance id; default ReadNodeJoin of StateDir.
 	Timeline func(ctx context.Context, id string) (*NodeJoin, error)
 	// Progress, when set, gets a line per node.
 	Progress io.Writer
@@ -102,6 +104,12 @@ func RunNode(ctx context.Context, o NodeOptions) (*NodeReport, error) {
 	}
 	if o.Settle == 0 {
 		o.Settle = 10 * time.Second
+	}
+	if o.Steps == nil {
+		o.Steps = NodeSteps()
+	}
+	if o.Timeline == nil {
+		o.Timeline = func(ctx context.Context, id string) (*NodeJoin, error) { return ReadNodeJoin(ctx, o.StateDir, id) }
 	}
 	var joins []NodeJoin
 	for i := range o.Nodes {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/nodejoin/nodejoin/internal/bench"
-	"github.com/nodejoin/nodejoin/internal/sandbox"
 )
 
 // `nodejoin bench node` launches real nodes one at a time into a running cluster and
@@ -27,10 +26,7 @@ func TestBenchNodeTimesEachStep(t *testing.T) {
 	if r.Nodes != nodes || len(r.Joins) != nodes {
 		t.Fatalf("report of %d nodes (%d joins), want %d", r.Nodes, len(r.Joins), nodes)
 	}
-	var steps []bench.NodeStep
-	for _, s := range sandbox.TimelineSteps() {
-		steps = append(steps, bench.NodeStep{Name: s.Name, After: s.After})
-	}
+	steps := bench.NodeSteps()
 	if len(r.Steps) != len(steps) {
 		t.Errorf("report has %d steps, want %d", len(r.Steps), len(steps))
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,9 +20,7 @@ func benchCommand() *cobra.Command {
 		Short: "Measure how fast nodes join a local control plane",
 		Example: "  # 100 nodes at once, then again with kube-controller-manager and with the floor as baselines\n" +
 			"  nodejoin bench join --nodes 100 --baseline kcm,floor -o json > report.json\n" +
-			"  nodejoin bench plot report.json > join.svg\n\n" +
-			"  # ten real nodes into a running cluster, one at a time, each join step by step\n" +
-			"  nodejoin bench node --name demo --nodes 10",
+			"  nodejoin bench plot report.json > join.svg",
 	}
 	cmd.AddCommand(benchJoinCommand(), benchNodeCommand(), benchPlotCommand(), benchFloorApproverCommand())
 	return cmd
@@ -127,53 +124,27 @@ func benchPlotCommand() *cobra.Command {
 
 func benchNodeCommand() *cobra.Command {
 	var name string
-	var nodes int
-	var timeout time.Duration
+	var o bench.NodeOptions
 	var output printer.Format
 	cmd := &cobra.Command{
-		Use:   "node",
-		Short: "Launch real nodes into a running cluster one at a time and time each step of their join",
-		Long: "node launches real-kubelet instances into a running cluster (`nodejoin up --kubelet real`),\n" +
-			"one at a time as `nodejoin add node` does, each once the previous is Ready, and times each\n" +
-			"step of each join from what recorded it: the image import's containerd log, nodeadm's kubelet\n" +
-			"pid file and log, nodejoin-controller's token decisions, the kubelet's log, the CSR's Issued\n" +
-			"Event, aws-node's CNI configuration and the Node's Ready condition. It reports, per step, the\n" +
-			"median and max seconds since the instance started and of the step's own time, and the slowest\n" +
-			"step. The nodes stay in the cluster.",
-		Example: "  nodejoin up --name bench --kubelet real --nodes 1 &\n" +
-			"  nodejoin bench node --name bench --nodes 10\n" +
-			"  nodejoin bench node --name bench --nodes 3 -o json",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output == printer.YAML {
-				return fmt.Errorf("--output %q: want text or json", output)
+		Use:     "node",
+		Short:   "Launch real nodes into a running cluster one at a time and time each step of their join",
+		Long:    "node launches real-kubelet instances into a running cluster one at a time, as `add node` does, and times each step of each join from what recorded it (logs, files, Events, the Node): per step, the median and max seconds since the instance started and of the step itself.",
+		Example: "  nodejoin up --name bench --nodes 1 --detach && nodejoin bench node --name bench --nodes 10",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.StateDir, err = sandbox.StateDir(name); err != nil {
+				return err
 			}
-			var steps []bench.NodeStep
-			for _, s := range sandbox.TimelineSteps() {
-				steps = append(steps, bench.NodeStep{Name: s.Name, After: s.After})
+			o.Cluster, o.Progress = name, cmd.ErrOrStderr()
+			o.Launch = func(ctx context.Context) (string, error) {
+				added, err := sandbox.AddNodesTo(ctx, name, sandbox.NodeOptions{Count: 1, Kubelet: instance.KubeletReal, Timeout: o.Timeout}, sandbox.ProgressTo(o.Progress))
+				if err != nil {
+					return "", sandbox.FlagError(err)
+				}
+				return added[0].InstanceID, nil
 			}
-			progress := sandbox.ProgressTo(cmd.ErrOrStderr())
-			r, err := bench.RunNode(cmd.Context(), bench.NodeOptions{
-				Cluster: name, Nodes: nodes, Steps: steps, Progress: cmd.ErrOrStderr(),
-				Launch: func(ctx context.Context) (string, error) {
-					added, err := sandbox.AddNodesTo(ctx, name, sandbox.NodeOptions{Count: 1, Kubelet: instance.KubeletReal, Timeout: timeout}, progress)
-					if err != nil {
-						return "", sandbox.FlagError(err)
-					}
-					return added[0].InstanceID, nil
-				},
-				Timeline: func(ctx context.Context, id string) (*bench.NodeJoin, error) {
-					t, err := sandbox.NodeTimeline(ctx, name, id)
-					if err != nil {
-						return nil, err
-					}
-					j := &bench.NodeJoin{Node: t.Node, InstanceID: t.InstanceID, Launched: t.Launched}
-					for _, s := range t.Steps {
-						j.Steps = append(j.Steps, bench.StepTime{Step: s.Step, At: s.At, Source: s.Source})
-					}
-					return j, nil
-				},
-			})
+			r, err := bench.RunNode(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -181,10 +152,8 @@ func benchNodeCommand() *cobra.Command {
 		},
 	}
 	nameFlag(cmd, &name)
-	f := cmd.Flags()
-	f.IntVar(&nodes, "nodes", 10, "how many real nodes to launch, one after the other")
-	f.DurationVar(&timeout, "timeout", 0, "how long each node may take to become Ready (default 5m)")
-	printer.AddFlag(f, &output)
-	f.Lookup("output").Usage = "output format: text or json"
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 10, "how many real nodes to launch, one after the other")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "how long each node may take to become Ready (default 5m)")
+	printer.AddFlag(cmd.Flags(), &output)
 	return cmd
 }

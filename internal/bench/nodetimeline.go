@@ -1,4 +1,4 @@
-package sandbox
+package bench
 
 import (
 	"bufio"
@@ -18,17 +18,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodejoin/nodejoin/internal/controlplane"
 	"github.com/nodejoin/nodejoin/internal/nodeadm/bootstrap"
 	"github.com/nodejoin/nodejoin/internal/sandbox/controller"
 	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 	"github.com/nodejoin/nodejoin/internal/sandbox/joinstatus"
 )
 
-// The steps of a real node's join that JoinTimeline times, in the order they happen:
+// The steps of a real node's join that ReadNodeJoin times, in the order they happen:
 // the launcher's (instance started, images imported), nodeadm's (kubelet started,
 // nodeadm done: nodeadm exits once the kubelet has stayed up a moment, so the kubelet
-// starts before it is done), then the API side's, as joinstatus names them.
+// starts before it is done), then the API side's, named as joinstatus names them.
 const (
 	StepInstance      = string(joinstatus.StepInstance)
 	StepImages        = "images imported"
@@ -41,60 +43,47 @@ const (
 	StepReady         = string(joinstatus.StepReady)
 )
 
-// TimelineStep is a step JoinTimeline times and the step it must follow ("" for the
-// first, which follows the instance's launch).
-type TimelineStep struct {
-	Name  string
-	After string
-}
-
-// TimelineSteps lists the steps JoinTimeline times, in order, each with the step it
+// NodeSteps lists the steps ReadNodeJoin times, in order, each with the step it
 // follows: the kubelet authenticates once started (nodeadm may still be waiting to see
 // it stay up), its Node exists once it authenticated, it asks for a serving
 // certificate with the addresses of its Node's first status, aws-node runs on it once
 // registered, and Ready needs aws-node's CNI configuration.
-func TimelineSteps() []TimelineStep {
-	return []TimelineStep{{StepInstance, ""}, {StepImages, StepInstance}, {StepKubelet, StepImages}, {StepNodeadm, StepKubelet},
+func NodeSteps() []NodeStep {
+	return []NodeStep{{StepInstance, ""}, {StepImages, StepInstance}, {StepKubelet, StepImages}, {StepNodeadm, StepKubelet},
 		{StepAuthenticated, StepKubelet}, {StepRegistered, StepAuthenticated}, {StepServingIssued, StepRegistered},
 		{StepNetwork, StepRegistered}, {StepReady, StepNetwork}}
 }
 
-// StepTime is when one step of a join happened and what recorded it.
-type StepTime struct {
-	Step   string    `json:"step"`
-	At     time.Time `json:"at"`
-	Source string    `json:"source"`
-}
-
-// JoinTimeline is when each step of one real node's join happened, each time read from
-// what recorded it: the instance's logs and files, the controller's log, and the API
-// objects. A step with no record yet is missing from Steps.
-type JoinTimeline struct {
-	Node       string     `json:"node"`
-	InstanceID string     `json:"instanceID"`
-	Launched   time.Time  `json:"launched"`
-	Steps      []StepTime `json:"steps"`
-}
-
-// NodeTimeline reads the join timeline of one real node (by node name or instance ID)
-// of the running cluster name.
-func NodeTimeline(ctx context.Context, name, node string) (*JoinTimeline, error) {
-	dir, s, err := running(name)
+// ReadNodeJoin reads the join of one real node, instance id, of the running cluster
+// whose state directory is dir: when each step happened, each time read from what
+// recorded it (the instance's logs and files, the controller's log, the API objects).
+// A step with no record yet is missing from its Steps.
+func ReadNodeJoin(ctx context.Context, dir, id string) (*NodeJoin, error) {
+	recs, err := instance.ReadRecords(filepath.Join(dir, "instances"))
 	if err != nil {
 		return nil, err
 	}
-	rec, err := findRecord(dir, name, node)
-	if err != nil {
-		return nil, err
+	i := slices.IndexFunc(recs, func(r *instance.Record) bool { return r.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("no instance %s in %s", id, dir)
 	}
+	rec := recs[i]
 	if rec.Kubelet != instance.KubeletReal {
-		return nil, fmt.Errorf("node %s has a simulated kubelet: only a real node's join has a timeline", rec.NodeName)
+		return nil, fmt.Errorf("node %s has a simulated kubelet: only a real node's join has these steps", rec.NodeName)
 	}
-	client, err := clientFor(s)
+	st, err := controlplane.ReadState(dir)
 	if err != nil {
 		return nil, err
 	}
-	t := &JoinTimeline{Node: rec.NodeName, InstanceID: rec.ID, Launched: rec.Launched}
+	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &NodeJoin{Node: rec.NodeName, InstanceID: rec.ID, Launched: rec.Launched}
 	add := func(step string, at time.Time, source string) {
 		if !at.IsZero() {
 			t.Steps = append(t.Steps, StepTime{Step: step, At: at, Source: source})
@@ -121,7 +110,7 @@ func NodeTimeline(ctx context.Context, name, node string) (*JoinTimeline, error)
 	add(StepReady, ready.at, ready.source)
 	// The steps in their order, whatever order the sources were read in.
 	order := map[string]int{}
-	for i, s := range TimelineSteps() {
+	for i, s := range NodeSteps() {
 		order[s.Name] = i
 	}
 	sortSteps(t.Steps, order)

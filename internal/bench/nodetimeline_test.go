@@ -1,4 +1,4 @@
-package sandbox
+package bench
 
 import (
 	"os"
@@ -67,9 +67,9 @@ time="2026-11-28T01:16:42.000000000Z" level=info msg="Stop CRI service"
 	}
 }
 
-func TestTimelineStepsFollowEarlierSteps(t *testing.T) {
+func TestNodeStepsFollowEarlierSteps(t *testing.T) {
 	seen := map[string]bool{}
-	for i, s := range TimelineSteps() {
+	for i, s := range NodeSteps() {
 		if (i == 0) != (s.After == "") || s.After != "" && !seen[s.After] {
 			t.Errorf("step %s follows %q, not an earlier step", s.Name, s.After)
 		}
