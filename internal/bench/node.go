@@ -8,6 +8,9 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/nodejoin/nodejoin/internal/sandbox"
+	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
 // A real node's join, step by step (`nodejoin bench node`): real-kubelet instances
@@ -43,14 +46,15 @@ type NodeOptions struct {
 	Cluster string
 	// Nodes is how many instances to launch, one after the other.
 	Nodes int
-	// StateDir is the cluster's state directory, where ReadNodeJoin reads its joins.
+	// StateDir is the cluster's state directory, where ReadNodeJoin reads its joins;
+	// default sandbox.StateDir(Cluster).
 	StateDir string
 	// Timeout is how long each node may take to become Ready (Launch's).
 	Timeout time.Duration
 	// Steps are the join's steps in order; default NodeSteps.
 	Steps []NodeStep
 	// Launch launches one instance and returns once its node is Ready, with its
-	// instance ID.
+	// instance ID; default a real node added to Cluster (sandbox.AddNodesTo).
 	Launch func(ctx context.Context) (string, error)
 	// Timeline reads the join of instance id; default ReadNodeJoin of StateDir.
 	Timeline func(ctx context.Context, id string) (*NodeJoin, error)
@@ -107,6 +111,23 @@ func RunNode(ctx context.Context, o NodeOptions) (*NodeReport, error) {
 	}
 	if o.Steps == nil {
 		o.Steps = NodeSteps()
+	}
+	if o.Launch == nil {
+		// One real node at a time, as `nodejoin add node` launches it.
+		o.Launch = func(ctx context.Context) (string, error) {
+			added, err := sandbox.AddNodesTo(ctx, o.Cluster, sandbox.NodeOptions{Count: 1, Kubelet: instance.KubeletReal, Timeout: o.Timeout}, sandbox.ProgressTo(o.Progress))
+			if err != nil {
+				return "", sandbox.FlagError(err)
+			}
+			return added[0].InstanceID, nil
+		}
+	}
+	if o.Timeline == nil && o.StateDir == "" {
+		dir, err := sandbox.StateDir(o.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		o.StateDir = dir
 	}
 	if o.Timeline == nil {
 		o.Timeline = func(ctx context.Context, id string) (*NodeJoin, error) { return ReadNodeJoin(ctx, o.StateDir, id) }

@@ -125,7 +125,7 @@ func TestRunNodeLaunchesOneAtATime(t *testing.T) {
 	if !strings.Contains(progress.String(), "node 3/3 n3 (n3): Ready 11 s after its instance started") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
-	_, err = RunNode(t.Context(), NodeOptions{Nodes: 2, Steps: testSteps,
+	_, err = RunNode(t.Context(), NodeOptions{Nodes: 2, Steps: testSteps, StateDir: t.TempDir(),
 		Launch: func(context.Context) (string, error) { return "", errors.New("no capacity") }})
 	if err == nil || !strings.Contains(err.Error(), "node 1 of 2: no capacity") {
 		t.Errorf("a failed launch: %v", err)

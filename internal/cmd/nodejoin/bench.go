@@ -1,7 +1,6 @@
 package nodejoin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/nodejoin/nodejoin/internal/bench"
 	"github.com/nodejoin/nodejoin/internal/printer"
-	"github.com/nodejoin/nodejoin/internal/sandbox"
-	"github.com/nodejoin/nodejoin/internal/sandbox/instance"
 )
 
 func benchCommand() *cobra.Command {
@@ -123,7 +120,6 @@ func benchPlotCommand() *cobra.Command {
 }
 
 func benchNodeCommand() *cobra.Command {
-	var name string
 	var o bench.NodeOptions
 	var output printer.Format
 	cmd := &cobra.Command{
@@ -132,18 +128,8 @@ func benchNodeCommand() *cobra.Command {
 		Long:    "node launches real-kubelet instances into a running cluster one at a time, as `add node` does, and times each step of each join from what recorded it (logs, files, Events, the Node): per step, the median and max seconds since the instance started and of the step itself.",
 		Example: "  nodejoin up --name bench --nodes 1 --detach && nodejoin bench node --name bench --nodes 10",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.StateDir, err = sandbox.StateDir(name); err != nil {
-				return err
-			}
-			o.Cluster, o.Progress = name, cmd.ErrOrStderr()
-			o.Launch = func(ctx context.Context) (string, error) {
-				added, err := sandbox.AddNodesTo(ctx, name, sandbox.NodeOptions{Count: 1, Kubelet: instance.KubeletReal, Timeout: o.Timeout}, sandbox.ProgressTo(o.Progress))
-				if err != nil {
-					return "", sandbox.FlagError(err)
-				}
-				return added[0].InstanceID, nil
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Progress = cmd.ErrOrStderr()
 			r, err := bench.RunNode(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -151,7 +137,7 @@ func benchNodeCommand() *cobra.Command {
 			return printer.Print(cmd.OutOrStdout(), output, r, r.WriteText)
 		},
 	}
-	nameFlag(cmd, &name)
+	nameFlag(cmd, &o.Cluster)
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 10, "how many real nodes to launch, one after the other")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "how long each node may take to become Ready (default 5m)")
 	printer.AddFlag(cmd.Flags(), &output)
