@@ -10,11 +10,8 @@ import (
 // times each step of each join from what recorded it: every step of every node has a
 // time, each after the step it follows, and every node reached Ready.
 func TestBenchNodeTimesEachStep(t *testing.T) {
-	requireRealKubelets(t)
-	c := newCLI(t)
 	name := "e2e-benchnode"
-	t.Cleanup(func() { _ = c.command("down", "--name", name).Run() })
-	c.run("up", "--name", name, "--nodes", "1", "--detach")
+	c, _, ifaces := upCluster(t, name, "--nodes", "1")
 
 	const nodes = 2
 	var r bench.NodeReport
@@ -49,4 +46,6 @@ func TestBenchNodeTimesEachStep(t *testing.T) {
 	if r.ReadyMedianSeconds <= 0 || r.SlowestStep == "" {
 		t.Errorf("no Ready figures or slowest step: median %v, slowest %q", r.ReadyMedianSeconds, r.SlowestStep)
 	}
+	c.run("down", "--name", name)
+	c.assertNothingLeft(name, ifaces)
 }
