@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"strings"
 
@@ -45,7 +44,7 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 		cfg := chartinstall.Config{Helm: helm, Kubeconfig: sb.cluster.KubeconfigPath(), Client: client, Dir: sb.opts.StateDir,
 			Cluster: sb.opts.Name, Region: controller.DefaultRegion, AWSURL: sb.controller.EC2InternalURL(),
 			STSURL: sb.controller.STSInternalURL(), STSHosts: sb.controller.TokenSTSHosts(controller.DefaultRegion),
-			WebhookService: webhookServiceIP(sb.opts.ServiceCIDR), IdentityCert: sb.controller.Cloud().IdentitySigner.Cert,
+			WebhookService: sb.cluster.Options().TokenWebhookService, IdentityCert: sb.controller.Cloud().IdentitySigner.Cert,
 			// The nodes have no pod network: the pods use theirs.
 			Tolerations: []corev1.Toleration{{Key: cpnode.HostNetworkOnlyTaint.Key, Operator: corev1.TolerationOpExists, Effect: cpnode.HostNetworkOnlyTaint.Effect}}}
 		for _, n := range sb.cpNodes {
@@ -65,15 +64,4 @@ func (deployControllerStep) Run(ctx context.Context, s *state) error {
 		s.progress.Note("nodejoin-controller runs as a Deployment in " + ControllerNamespace + " on " + strings.Join(cfg.Nodes, ", ") + " (values: " + values + ")")
 		return nil
 	})
-}
-
-// webhookServiceIP is the fixed ClusterIP of the chart's webhook Service: the service
-// range's 21st address, in its static band (kube-dns has the 10th), which kube-apiserver's
-// webhook kubeconfig and the webhook's serving certificate name.
-func webhookServiceIP(serviceCIDR netip.Prefix) netip.Addr {
-	a := serviceCIDR.Masked().Addr()
-	for range 20 {
-		a = a.Next()
-	}
-	return a
 }

@@ -150,11 +150,18 @@ func (controlSocketStep) Run(ctx context.Context, s *state) error {
 	return nil
 }
 
-// deployedWebhookService is the webhook Service's address when the chart's pods serve
-// the token webhook (Options.ControlPlaneNode); invalid otherwise.
+// deployedWebhookService is the fixed ClusterIP of the chart's webhook Service when its
+// pods serve the token webhook (Options.ControlPlaneNode), invalid otherwise: the
+// service range's 21st address, in its static band (kube-dns has the 10th). The cluster
+// names it in kube-apiserver's webhook kubeconfig and the webhook's certificate, and the
+// chart's Service takes it (deploy.go reads it back from the cluster's options).
 func deployedWebhookService(o Options) netip.Addr {
 	if !o.ControlPlaneNode {
 		return netip.Addr{}
 	}
-	return webhookServiceIP(o.ServiceCIDR)
+	a := o.ServiceCIDR.Masked().Addr()
+	for range 20 {
+		a = a.Next()
+	}
+	return a
 }
