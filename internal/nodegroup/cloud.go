@@ -309,27 +309,38 @@ func (c *cloud) terminate(ctx context.Context, id string, decrement bool) error 
 	return nil
 }
 
-// failedLaunches returns the group's failed activities newer than its last successful
+// failedLaunches returns the group's failed launches newer than its last successful
 // one (the failures still standing), newest first.
 func (c *cloud) failedLaunches(ctx context.Context, name string) ([]astypes.Activity, error) {
 	out, err := c.asg.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: aws.String(name), MaxRecords: aws.Int32(20)})
 	if err != nil {
 		return nil, fmt.Errorf("describing the scaling activities of %s: %w", name, err)
 	}
-	acts := slices.Clone(out.Activities)
+	return standingLaunchFailures(out.Activities), nil
+}
+
+// standingLaunchFailures picks, from a group's activities, the failed launches newer
+// than its last successful launch, newest first. Only launches count: a termination
+// that failed (Auto Scaling tries it again) is not a launch failure, and a failed
+// termination after the last launch would otherwise hold the group DEGRADED for good.
+func standingLaunchFailures(activities []astypes.Activity) []astypes.Activity {
+	acts := slices.Clone(activities)
 	slices.SortStableFunc(acts, func(a, b astypes.Activity) int {
 		return aws.ToTime(b.StartTime).Compare(aws.ToTime(a.StartTime))
 	})
 	var failed []astypes.Activity
 	for _, a := range acts {
-		if a.StatusCode == astypes.ScalingActivityStatusCodeSuccessful && strings.HasPrefix(aws.ToString(a.Description), "Launching") {
+		if !strings.HasPrefix(aws.ToString(a.Description), "Launching") {
+			continue
+		}
+		if a.StatusCode == astypes.ScalingActivityStatusCodeSuccessful {
 			break
 		}
 		if a.StatusCode == astypes.ScalingActivityStatusCodeFailed {
 			failed = append(failed, a)
 		}
 	}
-	return failed, nil
+	return failed
 }
 
 // deleteGroup deletes the group, terminating what runs in it.

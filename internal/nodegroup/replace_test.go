@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/nodejoin/nodejoin/api/nodejoin/v1alpha1"
@@ -71,4 +74,31 @@ func TestLaunchFailuresReported(t *testing.T) {
 	})
 	h.cloud.failLaunch = ""
 	h.until("active", 40, func(ng *v1alpha1.NodeGroup) bool { return active(ng) && len(ng.Status.Health.Issues) == 0 })
+}
+
+// A termination that failed after the group's last launch (Auto Scaling tries it again)
+// is not a launch failure: the group stays ACTIVE, with no health issue.
+func TestFailedTerminationIsNoLaunchFailure(t *testing.T) {
+	h := newHarness(t, baseGroup(2))
+	h.until("active", 40, active)
+	h.cloud.mu.Lock()
+	g := h.cloud.groups[h.get().Status.AutoScalingGroupName]
+	g.activities = append(g.activities, astypes.Activity{ActivityId: aws.String("t1"), AutoScalingGroupName: aws.String(g.name),
+		Description: aws.String("Terminating EC2 instance: " + g.instances[0].id), StatusCode: astypes.ScalingActivityStatusCodeFailed,
+		StatusMessage: aws.String("the instance's network namespace is busy"), StartTime: aws.Time(h.now.Add(time.Second))})
+	h.cloud.mu.Unlock()
+	for range 5 {
+		h.tick()
+	}
+	if ng := h.get(); !active(ng) || len(ng.Status.Health.Issues) != 0 {
+		t.Errorf("after a failed termination: phase %s, issues %+v", ng.Status.Phase, ng.Status.Health.Issues)
+	}
+	// A launch that fails after it is still reported.
+	h.cloud.failLaunch = "Launching EC2 instance failed. The requested configuration is currently not supported."
+	h.cloud.mu.Lock()
+	g.desired++
+	h.cloud.mu.Unlock()
+	h.until("AsgInstanceLaunchFailures", 20, func(ng *v1alpha1.NodeGroup) bool {
+		return hasIssue(ng.Status.Health.Issues, v1alpha1.IssueAsgInstanceLaunchFailures)
+	})
 }

@@ -374,6 +374,13 @@ type nodegroupJSON struct {
 	Resources struct {
 		AutoScalingGroups []struct{ Name string }
 	}
+	// Health is in every failure message: it says why a group is DEGRADED.
+	Health struct {
+		Issues []struct {
+			Code, Message string
+			ResourceIDs   []string `json:"resourceIds"`
+		}
+	}
 }
 
 // olderRelease returns an AL2023 release of version other than latest, from the
