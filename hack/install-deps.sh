@@ -10,9 +10,10 @@
 #   iptables, conntrack            kubelet and CNI plugins program them on nodes
 #   util-linux                     nsenter, to run daemons inside a network namespace
 #   awscli                         the AWS CLI (2.9), a real client of the local AWS in e2e tests
+#   gcc, make, libc6-dev, bzip2    the busybox image's static busybox, built from upstream's source (hack/images/busybox.go)
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iproute2 iptables conntrack util-linux awscli)
+packages=(containerd runc containernetworking-plugins iproute2 iptables conntrack util-linux awscli gcc make libc6-dev bzip2)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -73,10 +73,15 @@ func loadPins(pinFile, extra, root string) ([]imagebuild.Pin, error) {
 	return pins, nil
 }
 
-// conformanceInputs builds the binaries the conformance images are made of into the
+// conformanceInputs builds the binaries the conformance images are made of (and the
+// busybox binary, which the built-in busybox image has too) into the
 // builder's scratch directory (sample-apiserver only when wanted: it links for seconds)
 // and returns the images.
 func conformanceInputs(ctx context.Context, b *builder, root, only string) ([]image, error) {
+	var err error
+	if b.busybox, err = b.busyboxFor(ctx, only); err != nil {
+		return nil, err
+	}
 	nnp := filepath.Join(b.scratch, "nnp")
 	if err := goBuild(ctx, nnp, "", "github.com/nodejoin/nodejoin/hack/images/nnp"); err != nil {
 		return nil, err
@@ -91,7 +96,7 @@ func conformanceInputs(ctx context.Context, b *builder, root, only string) ([]im
 	if err != nil {
 		return nil, err
 	}
-	return conformanceImages(b.bin, nnp, sample, filepath.Join(root, "hack", "images", "nginx.conf"), k8s), nil
+	return conformanceImages(b.bin, nnp, sample, filepath.Join(root, "hack", "images", "nginx.conf"), k8s, b.busybox), nil
 }
 
 func parsePinFile(path string) ([]imagebuild.Pin, error) {
@@ -147,11 +152,9 @@ func buildSampleAPIServer(ctx context.Context, root, out string) error {
 // on busybox (nonewprivs) and the shell of the nginx images. Its applets are all in /bin,
 // as in upstream's busybox image.
 func (b *builder) busyboxLayer() (*imagebuild.Layer, error) {
-	l, err := b.setLayer("busybox", "busybox-static (Debian bookworm) with its applet links in /bin")
-	if err != nil {
-		return nil, err
-	}
-	if err := b.busyboxApplets(l, true); err != nil {
+	l := imagebuild.NewLayer("busybox 1.37.0 (upstream's source, static) with its applet links in /bin")
+	l.CopyFile("bin/busybox", 0o755, b.busybox)
+	if err := busyboxApplets(l, true, b.busybox); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "", "")
@@ -160,7 +163,7 @@ func (b *builder) busyboxLayer() (*imagebuild.Layer, error) {
 
 // conformanceImages are the images only conformance tests use, each under the names
 // `e2e.test --list-images` gives (docs/conformance.md says which test uses which).
-func conformanceImages(binDir, nnp, sampleAPIServer, nginxConf, k8sSource string) []image {
+func conformanceImages(binDir, nnp, sampleAPIServer, nginxConf, k8sSource, busybox string) []image {
 	demo := func(name string) image {
 		html := filepath.Join(k8sSource, "test", "images", name, "html")
 		return image{
@@ -197,8 +200,8 @@ func conformanceImages(binDir, nnp, sampleAPIServer, nginxConf, k8sSource string
 			// 1.22 serves under both tags (the tests compare image names, not versions).
 			name: "nginx", dir: conformanceDir,
 			refs:   []string{"registry.k8s.io/e2e-test-images/nginx:1.27.0-2", "registry.k8s.io/e2e-test-images/nginx:1.28.0-2"},
-			inputs: map[string]string{"nginx.conf": nginxConf},
-			sets:   []string{"busybox", "nginx"},
+			inputs: map[string]string{"nginx.conf": nginxConf, "busybox": busybox},
+			sets:   []string{"nginx"},
 			config: v1.Config{
 				Entrypoint: []string{"/usr/sbin/nginx", "-c", "/etc/nginx/nginx.conf"}, Env: []string{pathEnv},
 				ExposedPorts: map[string]struct{}{"80/tcp": {}}, StopSignal: "SIGQUIT",
@@ -227,8 +230,7 @@ func conformanceImages(binDir, nnp, sampleAPIServer, nginxConf, k8sSource string
 			// effective uid it prints.
 			name: "nonewprivs", dir: conformanceDir,
 			refs:   []string{"registry.k8s.io/e2e-test-images/nonewprivs:1.4"},
-			inputs: map[string]string{"nnp": nnp},
-			sets:   []string{"busybox"},
+			inputs: map[string]string{"nnp": nnp, "busybox": busybox},
 			config: v1.Config{Cmd: []string{"nnp"}, Env: []string{pathEnv}},
 			layers: func(b *builder) ([]*imagebuild.Layer, error) {
 				base, err := b.busyboxLayer()

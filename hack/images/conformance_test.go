@@ -81,7 +81,7 @@ func TestConformanceImagesAreLoadedByTheRunnerOnly(t *testing.T) {
 	for _, img := range images(&builder{}, "pause") {
 		names[img.name] = true
 	}
-	for _, img := range conformanceImages("bin", "nnp", "sample-apiserver", "nginx.conf", "k8s") {
+	for _, img := range conformanceImages("bin", "nnp", "sample-apiserver", "nginx.conf", "k8s", "busybox") {
 		if img.dir != conformanceDir {
 			t.Errorf("%s goes to %q, want %q (the runner's -images)", img.name, img.dir, conformanceDir)
 		}

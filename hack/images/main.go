@@ -79,6 +79,9 @@ type builder struct {
 	pins                     []imagebuild.Pin
 	// extracted holds each Debian package's extracted tree, by name.
 	extracted map[string]string
+	// busybox is the busybox binary built from source (busybox.go), when an image that
+	// has it is to be built.
+	busybox string
 }
 
 // image is one image to build.
@@ -343,13 +346,10 @@ func (b *builder) setLayer(set, comment string) (*imagebuild.Layer, error) {
 	return l, nil
 }
 
-// busyboxApplets links every busybox applet to /bin/busybox (see appletPaths).
-func (b *builder) busyboxApplets(l *imagebuild.Layer, flat bool) error {
-	dir, err := b.deb(context.Background(), "busybox-static")
-	if err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(context.Background(), filepath.Join(dir, "bin/busybox"), "--list-full").Output()
+// busyboxApplets links every applet of the busybox binary at bin to /bin/busybox (see
+// appletPaths).
+func busyboxApplets(l *imagebuild.Layer, flat bool, bin string) error {
+	out, err := exec.CommandContext(context.Background(), bin, "--list-full").Output()
 	if err != nil {
 		return fmt.Errorf("listing busybox applets: %w", err)
 	}
@@ -432,7 +432,7 @@ func images(b *builder, pause string) []image {
 		{
 			name:   "busybox",
 			refs:   []string{"registry.k8s.io/e2e-test-images/busybox:1.37.0-2", "docker.io/library/busybox:1.37.0"},
-			sets:   []string{"busybox"},
+			inputs: map[string]string{"busybox": b.busybox},
 			config: v1.Config{Cmd: []string{"sh"}, Env: []string{pathEnv}},
 			layers: func(b *builder) ([]*imagebuild.Layer, error) {
 				l, err := b.busyboxLayer()
@@ -554,7 +554,11 @@ func (b *builder) userland() (*imagebuild.Layer, error) {
 	// would run busybox's nc instead of netcat-openbsd's.
 	l.Symlink("bin/nc", "nc.openbsd")
 	l.Symlink("bin/sh", "dash")
-	if err := b.busyboxApplets(l, false); err != nil {
+	dir, err := b.deb(context.Background(), "busybox-static")
+	if err != nil {
+		return nil, err
+	}
+	if err := busyboxApplets(l, false, filepath.Join(dir, "bin/busybox")); err != nil {
 		return nil, err
 	}
 	baseFiles(l, "user-defined-in-image:x:1000:50000::/home/user-defined-in-image:/bin/sh\n", "group-defined-in-image:x:50000:user-defined-in-image\n")

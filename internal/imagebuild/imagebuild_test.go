@@ -238,7 +238,7 @@ func TestRepoPinFileParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range []string{"userland", "busybox", "iptables", "cacerts"} {
+	for _, set := range []string{"userland", "iptables", "cacerts"} {
 		if len(InSet(pins, set)) == 0 {
 			t.Errorf("no package in set %s", set)
 		}
