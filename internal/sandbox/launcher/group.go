@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -47,13 +48,25 @@ func (lr *Launcher) Launch(ctx context.Context, g GroupInstance) (string, error)
 		// is the node range (localaws.DefaultSubnetID), whatever zone Auto Scaling
 		// placed it in; the group's per-zone subnets only spread it over zones.
 	}
+	lr.mu.Lock()
+	if lr.closed {
+		lr.mu.Unlock()
+		return "", errors.New("the local cluster is stopping: no instance is launched")
+	}
+	lr.boots.Add(1)
+	lr.mu.Unlock()
 	inst, err := lr.prov.Start(ctx, spec)
 	if err != nil {
+		lr.boots.Done()
 		return "", err
 	}
 	go func() {
-		// Like a real instance's boot: it outlives the request that launched it.
-		ctx := context.WithoutCancel(ctx)
+		defer lr.boots.Done()
+		// Like a real instance's boot: it outlives the request that launched it, but
+		// not the launcher (Close).
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		defer context.AfterFunc(lr.bootCtx, cancel)()
 		if inst.Kubelet == instance.KubeletReal {
 			if _, err := inst.ImportImages(ctx); err != nil {
 				lr.log.Warn("importing images into an Auto Scaling instance failed", "instance", inst.ID, "err", err)

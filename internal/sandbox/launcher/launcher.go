@@ -89,6 +89,14 @@ type Launcher struct {
 
 	mu    sync.Mutex
 	roles map[string]bool // Auto Scaling roles whose access entry exists
+	// boots are the boots of Auto Scaling instances under way (Launch's background
+	// work: image import, nodeadm init). Close stops them and waits for them before it
+	// terminates the instances, so that no boot starts a daemon after its instance was
+	// cleaned up. closed (under mu) refuses launches once Close began.
+	boots     sync.WaitGroup
+	bootCtx   context.Context
+	stopBoots context.CancelFunc
+	closed    bool
 }
 
 // Kubelet is the kind of kubelet the nodes of Run get.
@@ -97,8 +105,15 @@ func (lr *Launcher) Kubelet() instance.KubeletKind { return lr.kubelet }
 // Identity is how the nodes of Run authenticate.
 func (lr *Launcher) Identity() instance.Identity { return lr.identity }
 
-// Close terminates every instance.
-func (lr *Launcher) Close(ctx context.Context) error { return lr.prov.Close(ctx) }
+// Close stops the boots under way, waits for them, and terminates every instance.
+func (lr *Launcher) Close(ctx context.Context) error {
+	lr.mu.Lock()
+	lr.closed = true
+	lr.mu.Unlock()
+	lr.stopBoots()
+	lr.boots.Wait()
+	return lr.prov.Close(ctx)
+}
 
 // New prepares the control plane for nodes (their access entry or bootstrap token) and
 // starts the instance provider. Close terminates what it launched.
@@ -171,6 +186,7 @@ func New(ctx context.Context, cfg Config, rep *progress.Reporter) (*Launcher, er
 	lr := &Launcher{prov: prov, client: client, dyn: dyn, ctl: cfg.Controller, kubelet: kind, identity: cfg.Identity,
 		simLogDir: filepath.Join(c.StateDir(), "logs", "kubeletsim"), log: cfg.Log, roles: map[string]bool{},
 		cluster: cluster, hostEndpoint: c.Endpoint()}
+	lr.bootCtx, lr.stopBoots = context.WithCancel(context.Background())
 	switch lr.identity {
 	case instance.IdentityAWSIAM, instance.IdentityBootstrapToken:
 		// The cluster's nodes' role is a node role: its tokens map to the node
