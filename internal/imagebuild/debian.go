@@ -78,11 +78,36 @@ func InSet(pins []Pin, set string) []Pin {
 // with `apt-get download NAME=VERSION` when missing. A file whose SHA256 is not the
 // pinned one is refused.
 func Fetch(ctx context.Context, p Pin, cacheDir string) (string, error) {
-	dst := filepath.Join(cacheDir, p.SHA256+".deb")
-	if sum, err := FileSHA256(dst); err == nil && sum == p.SHA256 {
+	what := fmt.Sprintf("%s=%s (line %d)", p.Name, p.Version, p.Line)
+	return download(cacheDir, p.SHA256+".deb", p.SHA256, what, func(tmp string) (string, error) {
+		// apt runs its download as _apt when it can; the scratch directory must let it write.
+		_ = os.Chmod(tmp, 0o777) //nolint:gosec // G302: apt's _apt user writes the download here; it is checked by hash before use.
+		cmd := exec.CommandContext(ctx, "apt-get", "download", "-q", p.Name+"="+p.Version)
+		cmd.Dir = tmp
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("apt-get download %s=%s (pinned on line %d; run `apt-get update` if apt does not know the version): %w: %s",
+				p.Name, p.Version, p.Line, err, strings.TrimSpace(out.String()))
+		}
+		debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+		if len(debs) != 1 {
+			return "", fmt.Errorf("apt-get download %s=%s left %d .deb files, want 1", p.Name, p.Version, len(debs))
+		}
+		return debs[0], nil
+	})
+}
+
+// download returns the path of cacheDir/name, whose SHA256 must be sum: kept when it is
+// there already, otherwise fetched by get into a scratch directory under cacheDir (get
+// returns the fetched file's path) and moved in once its hash is checked. A file of
+// another hash is refused; what names it in errors.
+func download(cacheDir, name, sum, what string, get func(tmp string) (string, error)) (string, error) {
+	dst := filepath.Join(cacheDir, name)
+	if got, err := FileSHA256(dst); err == nil && got == sum {
 		return dst, nil
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil { //nolint:gosec // G301: a cache of public packages.
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil { //nolint:gosec // G301: a cache of public packages and sources.
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(cacheDir, ".download-")
@@ -90,28 +115,18 @@ func Fetch(ctx context.Context, p Pin, cacheDir string) (string, error) {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	// apt runs its download as _apt when it can; the scratch directory must let it write.
-	_ = os.Chmod(tmp, 0o777) //nolint:gosec // G302: apt's _apt user writes the download here; it is checked by hash before use.
-	cmd := exec.CommandContext(ctx, "apt-get", "download", "-q", p.Name+"="+p.Version)
-	cmd.Dir = tmp
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("apt-get download %s=%s (pinned on line %d; run `apt-get update` if apt does not know the version): %w: %s",
-			p.Name, p.Version, p.Line, err, strings.TrimSpace(out.String()))
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return "", fmt.Errorf("apt-get download %s=%s left %d .deb files, want 1", p.Name, p.Version, len(debs))
-	}
-	sum, err := FileSHA256(debs[0])
+	path, err := get(tmp)
 	if err != nil {
 		return "", err
 	}
-	if sum != p.SHA256 {
-		return "", fmt.Errorf("%s=%s: the downloaded .deb has SHA256 %s, but line %d pins %s: refusing it", p.Name, p.Version, sum, p.Line, p.SHA256)
+	got, err := FileSHA256(path)
+	if err != nil {
+		return "", err
 	}
-	if err := os.Rename(debs[0], dst); err != nil {
+	if got != sum {
+		return "", fmt.Errorf("%s: the downloaded file has SHA256 %s, but the pin says %s: refusing it", what, got, sum)
+	}
+	if err := os.Rename(path, dst); err != nil {
 		return "", err
 	}
 	return dst, nil

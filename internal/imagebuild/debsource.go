@@ -33,65 +33,37 @@ type SourcePin struct {
 // machine's sources, lists and cache are not touched. A file whose SHA256 is not the
 // pinned one is refused.
 func FetchSource(ctx context.Context, sp SourcePin, cacheDir string) (string, error) {
-	dst := filepath.Join(cacheDir, sp.SHA256+"-"+sp.File)
-	if sum, err := FileSHA256(dst); err == nil && sum == sp.SHA256 {
-		return dst, nil
-	}
-	uri, err := archiveURI("/etc/apt/sources.list.d", "/etc/apt/sources.list")
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil { //nolint:gosec // G301: a cache of public sources.
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(cacheDir, ".source-")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	for _, d := range []string{"sources.d", "lists/partial", "cache/archives/partial", "work"} {
-		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil { //nolint:gosec // G301: apt's private directories.
+	what := fmt.Sprintf("%s of source package %s=%s", sp.File, sp.Package, sp.Version)
+	return download(cacheDir, sp.SHA256+"-"+sp.File, sp.SHA256, what, func(tmp string) (string, error) {
+		uri, err := archiveURI("/etc/apt/sources.list.d", "/etc/apt/sources.list")
+		if err != nil {
 			return "", err
 		}
-	}
-	entry := fmt.Sprintf("Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n", uri, sp.Suite)
-	if err := os.WriteFile(filepath.Join(tmp, "sources.d", sp.Suite+"-src.sources"), []byte(entry), 0o644); err != nil { //nolint:gosec // G306: apt reads it.
-		return "", err
-	}
-	opts := []string{
-		"-q", "-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=" + filepath.Join(tmp, "sources.d"),
-		"-o", "Dir::State::Lists=" + filepath.Join(tmp, "lists"), "-o", "Dir::Cache=" + filepath.Join(tmp, "cache"),
-		// The downloads go to directories of this process's user: no sandbox user needs
-		// to write there (the files are checked by hash before use).
-		"-o", "APT::Sandbox::User=root",
-	}
-	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "apt-get", append(slices.Clone(opts), args...)...)
-		cmd.Dir = filepath.Join(tmp, "work")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s (the %s source index of %s): %w: %s", strings.Join(args, " "), sp.Suite, uri, err, lastLines(string(out), 5))
+		for _, d := range []string{"sources.d", "lists/partial", "cache/archives/partial", "work"} {
+			if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil { //nolint:gosec // G301: apt's private directories.
+				return "", err
+			}
 		}
-		return nil
-	}
-	if err := run("update"); err != nil {
-		return "", err
-	}
-	if err := run("source", "--download-only", sp.Package+"="+sp.Version); err != nil {
-		return "", err
-	}
-	got := filepath.Join(tmp, "work", sp.File)
-	sum, err := FileSHA256(got)
-	if err != nil {
-		return "", fmt.Errorf("source package %s=%s has no file %s: %w", sp.Package, sp.Version, sp.File, err)
-	}
-	if sum != sp.SHA256 {
-		return "", fmt.Errorf("%s of source package %s=%s has SHA256 %s, but the pin says %s: refusing it", sp.File, sp.Package, sp.Version, sum, sp.SHA256)
-	}
-	if err := os.Rename(got, dst); err != nil {
-		return "", err
-	}
-	return dst, nil
+		entry := fmt.Sprintf("Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n", uri, sp.Suite)
+		if err := os.WriteFile(filepath.Join(tmp, "sources.d", sp.Suite+"-src.sources"), []byte(entry), 0o644); err != nil { //nolint:gosec // G306: apt reads it.
+			return "", err
+		}
+		opts := []string{
+			"-q", "-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=" + filepath.Join(tmp, "sources.d"),
+			"-o", "Dir::State::Lists=" + filepath.Join(tmp, "lists"), "-o", "Dir::Cache=" + filepath.Join(tmp, "cache"),
+			// The downloads go to directories of this process's user: no sandbox user
+			// needs to write there (the file is checked by hash before use).
+			"-o", "APT::Sandbox::User=root",
+		}
+		for _, args := range [][]string{{"update"}, {"source", "--download-only", sp.Package + "=" + sp.Version}} {
+			cmd := exec.CommandContext(ctx, "apt-get", append(slices.Clone(opts), args...)...)
+			cmd.Dir = filepath.Join(tmp, "work")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("apt-get %s (the %s source index of %s): %w: %s", strings.Join(args, " "), sp.Suite, uri, err, lastLines(string(out), 5))
+			}
+		}
+		return filepath.Join(tmp, "work", sp.File), nil
+	})
 }
 
 // archiveURI returns the URI of the main Debian archive among the machine's apt

@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +51,48 @@ func TestArchiveURI(t *testing.T) {
 	if _, err := archiveURI(dir, filepath.Join(dir, "sources.list")); err == nil {
 		t.Error("no sources: no error")
 	}
+}
+
+// A download is kept only when its hash is the pinned one; a kept file is not fetched
+// again, and a refused one leaves nothing in the cache.
+func TestDownloadChecksTheHash(t *testing.T) {
+	cache := t.TempDir()
+	body := []byte("pinned bytes\n")
+	sum := "2d3fe2c8ea8f1da1a8c5fd3a43f3b7b3ffe6b14bcf1b2d3a43c1f1a5a8c2f3d0" // not body's
+	fetches := 0
+	get := func(data []byte) func(string) (string, error) {
+		return func(tmp string) (string, error) {
+			fetches++
+			p := filepath.Join(tmp, "f")
+			return p, os.WriteFile(p, data, 0o600)
+		}
+	}
+	if _, err := download(cache, "f", sum, "pin f", get(body)); err == nil || !strings.Contains(err.Error(), "refusing it") || !strings.Contains(err.Error(), "pin f") {
+		t.Fatalf("wrong hash: error %v", err)
+	}
+	if left, _ := os.ReadDir(cache); len(left) != 0 {
+		t.Errorf("a refused download left %v in the cache", left)
+	}
+	want, err := FileSHA256(writeTemp(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		p, err := download(cache, "f", want, "pin f", get(body))
+		if err != nil || filepath.Dir(p) != cache {
+			t.Fatalf("download = %q, %v", p, err)
+		}
+	}
+	if fetches != 2 {
+		t.Errorf("%d fetches; want 2 (the refused one, then one kept and reused)", fetches)
+	}
+}
+
+func writeTemp(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
