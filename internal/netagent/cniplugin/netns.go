@@ -227,26 +227,17 @@ func removeRules(addr net.IP) error {
 }
 
 // teardown removes what setup made, whatever part of it exists: the rules for addr (when
-// known), the host veth (which takes its peer and the host route with it) and the pod's
-// interface when its namespace is still there. Missing pieces are not errors.
-func teardown(hostVeth string, addr net.IP, netnsPath, ifName string) error {
+// known) and the pod's interface when its namespace is still there, which takes its host
+// peer and the host route with it. The host veth is never removed by name: that name
+// comes from the pod's namespace and name, so once this sandbox's namespace is gone (and
+// its veth pair with it) a host veth of that name belongs to a newer sandbox of the same
+// pod, such as a StatefulSet's pod recreated while the runtime still cleans up the old one.
+// Missing pieces are not errors.
+func teardown(addr net.IP, netnsPath, ifName string) error {
 	var errs []error
 	if addr != nil {
 		if err := removeRules(addr); err != nil {
 			errs = append(errs, err)
-		}
-	}
-	if hostVeth != "" {
-		link, err := netlinksafe.LinkByName(hostVeth)
-		switch {
-		case err == nil:
-			if _, ok := link.(*netlink.Veth); ok {
-				if err := netlink.LinkDel(link); err != nil && !isNotFound(err) {
-					errs = append(errs, fmt.Errorf("removing host veth %s: %w", hostVeth, err))
-				}
-			}
-		case !isNotFound(err):
-			errs = append(errs, fmt.Errorf("looking up host veth %s: %w", hostVeth, err))
 		}
 	}
 	if netnsPath != "" && ifName != "" {

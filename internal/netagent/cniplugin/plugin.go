@@ -202,7 +202,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	}
 	if err != nil {
 		log.Error("pod network setup failed; rolling back", "err", err)
-		if terr := teardown(pn.HostVeth, pn.IP, args.Netns, args.IfName); terr != nil {
+		if terr := teardown(pn.IP, args.Netns, args.IfName); terr != nil {
 			log.Error("rollback left pieces of the pod network behind", "err", terr)
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), p.timeout())
@@ -266,7 +266,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			log.Warn("prevResult does not describe this attachment; tearing down by name", "err", err)
 		}
 	}
-	tdErr := teardown(pn.HostVeth, pn.IP, args.Netns, args.IfName)
+	tdErr := teardown(pn.IP, args.Netns, args.IfName)
 
 	client, err := ipamrpc.Dial(conf.IPAMDSocket)
 	if err == nil {

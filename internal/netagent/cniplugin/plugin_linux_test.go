@@ -456,6 +456,42 @@ func TestAddPingCheckDel(t *testing.T) {
 	}
 }
 
+// A pod recreated under the same name (a StatefulSet's web-0) gets the same host veth
+// name. The runtime's late DEL of the old sandbox, without its namespace, must leave the
+// new sandbox's network alone.
+func TestLateDelOfAnOldSandboxSparesTheNewOne(t *testing.T) {
+	ipamd := newFakeIPAMD("198.18.1.5", "198.18.1.6")
+	e, _ := newEnv(t, ipamd)
+	old := e.newPod("web-0")
+	e.mustAdd(old)
+	if err := e.del(old); err != nil {
+		t.Fatalf("DEL of the old sandbox: %v", err)
+	}
+	newer := &pod{name: "web-0", containerID: "c0ffeeweb-0-second", netns: newNetNS(t)}
+	ip := e.mustAdd(newer)
+	veth := hostVethName(DefaultVethPrefix, "default", "web-0", newer.containerID)
+	if veth != hostVethName(DefaultVethPrefix, "default", "web-0", old.containerID) {
+		t.Fatal("the two sandboxes' host veths are named apart; this test needs them alike")
+	}
+	// The runtime's garbage collection of the old sandbox, after its namespace is gone:
+	// no namespace and no prevResult, as containerd sends it.
+	old.netns, old.result = nil, nil
+	for i := range 2 {
+		if err := e.del(old); err != nil {
+			t.Fatalf("late DEL #%d of the old sandbox: %v", i+1, err)
+		}
+	}
+	if !e.hostLinkExists(veth) {
+		t.Fatalf("the late DEL of the old sandbox removed the new sandbox's host veth %s", veth)
+	}
+	if err := e.check(newer); err != nil {
+		t.Fatalf("CHECK of the new sandbox after the old one's late DEL: %v", err)
+	}
+	if err := ping(e.host, net.ParseIP("198.18.0.11"), ip); err != nil {
+		t.Fatalf("instance -> the new sandbox: %v", err)
+	}
+}
+
 func TestDelWhileIPAMDIsDown(t *testing.T) {
 	ipamd := newFakeIPAMD("198.18.1.5")
 	e, stop := newEnv(t, ipamd)
