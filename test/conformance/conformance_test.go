@@ -272,9 +272,9 @@ func TestConformance(t *testing.T) {
 		}
 		names = l.Names(false)
 	case "all":
-		if *match != "" {
-			names = selectMatching(t, l, *match)
-		}
+		// Named exactly, like the focus list's, so that the report is read the same way
+		// and a failure is run once more.
+		names = selectMatching(t, l, *match)
 	default:
 		t.Fatalf(`-focus %q: want "list" or "all"`, *focusMode)
 	}
@@ -282,7 +282,7 @@ func TestConformance(t *testing.T) {
 }
 
 // selectMatching returns the conformance tests, but the skipped ones, whose name matches
-// expr: what a dry run of e2e.test selects with it. The run then names them exactly, so
+// expr (all of them for ""): what a dry run of e2e.test selects with it. The run then names them exactly, so
 // its report is read like the focus list's.
 func selectMatching(t *testing.T, l *List, expr string) []string {
 	t.Helper()
@@ -291,7 +291,10 @@ func selectMatching(t *testing.T, l *List, expr string) []string {
 	}
 	e2e := e2eTest(t)
 	dir := t.TempDir()
-	args := append(l.Args(nil, filepath.Join(dir, "no-kubeconfig"), "kubectl", dir, "10m"), "--ginkgo.focus="+expr, "--ginkgo.dry-run")
+	args := append(l.Args(nil, filepath.Join(dir, "no-kubeconfig"), "kubectl", dir, "10m"), "--ginkgo.dry-run")
+	if expr != "" {
+		args = append(args, "--ginkgo.focus="+expr)
+	}
 	if out, err := exec.CommandContext(t.Context(), e2e, args...).CombinedOutput(); err != nil {
 		t.Fatalf("e2e.test dry run of -match %q: %v\n%s", expr, err, tail(out))
 	}
@@ -307,9 +310,9 @@ func selectMatching(t *testing.T, l *List, expr string) []string {
 }
 
 // run starts a cluster of nodes real nodes with bin/nodejoin, runs e2e.test on the named
-// tests (every conformance test but the skipped ones when names is empty), prints the
-// counts, fails the test for each failed one, and removes the cluster. With extraImages it
-// loads the conformance-only images into the nodes first.
+// tests (each failure once more, reported as flaky if it then passes), prints the counts,
+// fails the test for each failed one, and removes the cluster. With extraImages it loads
+// the conformance-only images into the nodes first.
 func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeout string, extraImages bool) {
 	e2eTest(t) // skips without bin/e2e.test, before any cluster starts
 	requireRealNodes(t)
@@ -399,12 +402,6 @@ func run(t *testing.T, l *List, cluster string, nodes int, names []string, timeo
 		return ok, o
 	})
 
-	if len(names) == 0 { // -focus=all: e2e.test's own summary and exit status are the result
-		if _, runErr := runE2E(t, l, nil, kubeconfig, kubectl, out, timeout, *procs); runErr != nil {
-			t.Errorf("e2e.test: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
-		}
-		return
-	}
 	r, runErr := runE2E(t, l, names, kubeconfig, kubectl, out, timeout, *procs)
 	if runErr != nil && len(r.Failed) == 0 {
 		t.Errorf("e2e.test failed although no focused test did: %v (see %s)", runErr, filepath.Join(out, "e2e.log"))
@@ -473,9 +470,6 @@ func runE2E(t *testing.T, l *List, names []string, kubeconfig, kubectl, out, tim
 	var exit *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &exit) {
 		t.Fatalf("running e2e.test: %v", runErr)
-	}
-	if len(names) == 0 {
-		return Result{}, runErr
 	}
 	r, err := ReadJUnit(filepath.Join(out, "junit_01.xml"), names)
 	if err != nil {
