@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,10 +34,15 @@ const busyboxRecipe = "1: upstream defconfig, CONFIG_STATIC=y, SOURCE_DATE_EPOCH
 // busyboxFor returns the busybox binary when an image that has it is among those to
 // build (only: a comma-separated list, or "" for all), and "" otherwise.
 func (b *builder) busyboxFor(ctx context.Context, only string) (string, error) {
-	if only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(n string) bool { return n == "busybox" || n == "nginx" || n == "nonewprivs" }) {
-		return "", nil
+	if only == "" {
+		return b.busyboxBinary(ctx)
 	}
-	return b.busyboxBinary(ctx)
+	for _, name := range []string{"busybox", "nginx", "nonewprivs"} {
+		if contains(strings.Split(only, ","), name) {
+			return b.busyboxBinary(ctx)
+		}
+	}
+	return "", nil
 }
 
 // busyboxBinary returns a static busybox built from busyboxSource with upstream's
@@ -138,8 +142,7 @@ func runIn(ctx context.Context, dir string, env []string, name string, args ...s
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		return fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), dir, err, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		return fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), dir, err, imagebuild.LastLines(string(out), 15))
 	}
 	return nil
 }

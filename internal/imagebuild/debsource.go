@@ -59,7 +59,7 @@ func FetchSource(ctx context.Context, sp SourcePin, cacheDir string) (string, er
 			cmd := exec.CommandContext(ctx, "apt-get", append(slices.Clone(opts), args...)...)
 			cmd.Dir = filepath.Join(tmp, "work")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", fmt.Errorf("apt-get %s (the %s source index of %s): %w: %s", strings.Join(args, " "), sp.Suite, uri, err, lastLines(string(out), 5))
+				return "", fmt.Errorf("apt-get %s (the %s source index of %s): %w: %s", strings.Join(args, " "), sp.Suite, uri, err, LastLines(string(out), 5))
 			}
 		}
 		return filepath.Join(tmp, "work", sp.File), nil
@@ -163,8 +163,9 @@ func isReleaseSuite(s string) bool {
 	return s != "" && !strings.Contains(s, "-") && !strings.Contains(s, "/")
 }
 
-// lastLines returns the last n lines of s, trimmed.
-func lastLines(s string, n int) string {
+// LastLines returns the last n lines of s, trimmed: the end of a command's output, where
+// its error is.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
